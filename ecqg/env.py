@@ -1,0 +1,23 @@
+"""Process-wide environment defaults, applied once on import of :mod:`ecqg`.
+
+Why: the project machines have no model hub, pyserini builds an OpenAI client at import time, and DVC would otherwise
+phone home. Every default can be overridden by setting the variable before running.
+"""
+
+import os
+
+DEFAULTS = {
+    # Never try the network for models unless the user opts in (HF_HUB_OFFLINE=0).
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+    # pyserini 0.25 constructs an OpenAI client on import; any value will do.
+    "OPENAI_API_KEY": "unused-by-ecqg",
+    "DVC_NO_ANALYTICS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+def configure_environment() -> None:
+    for key, value in DEFAULTS.items():
+        os.environ.setdefault(key, value)

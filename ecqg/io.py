@@ -1,0 +1,97 @@
+"""Small file helpers: atomic writes and deterministic (byte-identical) jsonl / gzip output.
+
+Why atomic: a killed stage must never leave a file that looks complete, so everything is written to a temporary
+sibling and renamed into place. Why deterministic gzip: the committed data bundle must rebuild to identical bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; on success rename it to ``path`` (file or directory)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)) / path.name
+    try:
+        yield tmp
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        shutil.rmtree(tmp.parent, ignore_errors=True)
+
+
+def _open_write(path: Path):
+    if path.suffix == ".gz":
+        # mtime=0 and no embedded file name: the same content gives the same bytes.
+        raw = open(path, "wb")
+        gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9)
+        return raw, io.TextIOWrapper(gz, encoding="utf-8", newline="\n")
+    return None, open(path, "w", encoding="utf-8", newline="\n")
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        raw, handle = _open_write(tmp)
+        with handle:
+            handle.write(text)
+        if raw is not None:
+            raw.close()
+    return path
+
+
+def write_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> int:
+    """Write records as one compact, key-ordered-as-given JSON object per line; returns the count."""
+    path = Path(path)
+    count = 0
+    with atomic_path(path) as tmp:
+        raw, handle = _open_write(tmp)
+        with handle:
+            for record in records:
+                handle.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+                handle.write("\n")
+                count += 1
+        if raw is not None:
+            raw.close()
+    return count
+
+
+def write_json(path: str | Path, obj: Any) -> Path:
+    return write_text(path, json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=False) + "\n")
+
+
+def open_text(path: str | Path):
+    """Open a text file for reading, transparently un-gzipping ``*.gz``."""
+    path = Path(path)
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, record)``; a line that is not a JSON object raises DataFormatError naming the line."""
+    from ecqg.errors import DataFormatError
+
+    with open_text(path) as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataFormatError(path, f"line {line_no}", None, f"not valid JSON ({exc.msg})") from None
+            if not isinstance(record, dict):
+                raise DataFormatError(path, f"line {line_no}", None, "expected a JSON object")
+            yield line_no, record

