@@ -1,0 +1,198 @@
+"""Parameters: load ``params.yaml``, overlay profile presets, validate every value at load time.
+
+``params/mini.yaml`` is the complete base; ``params/<profile>.yaml`` lists only what a profile changes.
+``python -m ecqg.config use smoke`` (``make profile P=smoke``) writes ``params.yaml`` = base + overlay, keeping the
+base file's comments, so DVC sees exactly which values changed and reruns only what depends on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import difflib
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from ecqg.errors import ConfigError
+
+PARAMS_FILE = Path("params.yaml")
+PRESETS_DIR = Path("params")
+BASE_PROFILE = "mini"
+PROFILES = ("smoke", "mini", "paper")
+
+
+def _positive(v):
+    return v > 0
+
+
+def _nonneg(v):
+    return v >= 0
+
+
+def _prob(v):
+    return 0 < v < 1
+
+
+def _ks(v):
+    return bool(v) and all(isinstance(k, int) and k > 0 for k in v) and list(v) == sorted(set(v))
+
+
+def _paths(v):
+    return bool(v) and all(isinstance(k, str) and isinstance(p, str) and p for k, p in v.items())
+
+
+# dotted key -> (allowed types, check or None, what a valid value looks like)
+RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
+    "profile": ((str,), lambda v: v in PROFILES, f"one of {PROFILES}"),
+    "seed": ((int,), _nonneg, "an integer >= 0"),
+    "data.corpus": ((str,), bool, "a file path"),
+    "data.test_sets": ((dict,), _paths, "a mapping name -> file path"),
+    "data.train_gold": ((str,), bool, "a file path"),
+    "data.nq_dev": ((str,), bool, "a file path"),
+    "data.max_questions_per_set": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
+    "data.max_corpus_passages": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
+    "data.max_nq_dev": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
+    "data.max_train_triples": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
+    "bm25.k1": ((int, float), _nonneg, "a number >= 0"),
+    "bm25.b": ((int, float), lambda v: 0 <= v <= 1, "a number in [0, 1]"),
+    "bm25.threads": ((int,), _positive, "an integer > 0"),
+    "tfidf.ngram_max": ((int,), lambda v: 1 <= v <= 3, "1, 2 or 3"),
+    "tfidf.n_features": ((int,), lambda v: v >= 1024, "an integer >= 1024"),
+    "retrieval.depth": ((int,), _positive, "an integer > 0"),
+    "distant.depth": ((int,), _positive, "an integer > 0"),
+    "distant.hard_negatives": ((int,), _nonneg, "an integer >= 0"),
+    "evaluation.ks": ((list,), _ks, "a sorted list of distinct positive integers"),
+    "evaluation.bootstrap_samples": ((int,), lambda v: v >= 100, "an integer >= 100"),
+    "evaluation.confidence": ((float,), _prob, "a number in (0, 1)"),
+}
+# Keys whose value is a mapping checked as a whole (their children are not separate rules).
+_LEAF_MAPPINGS = {"data.test_sets"}
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
+    flat = {}
+    for key, value in tree.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and dotted not in _LEAF_MAPPINGS:
+            flat.update(_flatten(value, dotted + "."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def validate(params: dict, source: str = "params") -> dict:
+    """Raise ConfigError naming the file and dotted key of the first problem; return ``params`` unchanged."""
+    if not isinstance(params, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level")
+    flat = _flatten(params)
+    for key in flat:
+        if key not in RULES:
+            hint = difflib.get_close_matches(key, RULES, n=1)
+            raise ConfigError(f"{source}: unknown key '{key}'" + (f" (did you mean '{hint[0]}'?)" if hint else ""))
+    for key, (types, check, expected) in RULES.items():
+        if key not in flat:
+            raise ConfigError(f"{source}: missing key '{key}' ({expected})")
+        value = flat[key]
+        ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+        if not ok or (check is not None and not check(value)):
+            raise ConfigError(f"{source}: '{key}' is {value!r}; expected {expected}")
+    return params
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+    return data or {}
+
+
+def load(path: str | Path = PARAMS_FILE) -> dict:
+    """Load and validate a params file (normally ``params.yaml``)."""
+    path = Path(path)
+    return validate(_read_yaml(path), str(path))
+
+
+def deep_merge(base: dict, overlay: dict, where: str = "") -> dict:
+    """Overlay values onto base; an overlay key the base lacks is an error (catches typos in presets)."""
+    merged = copy.deepcopy(base)
+    for key, value in overlay.items():
+        dotted = f"{where}{key}"
+        if key not in merged:
+            raise ConfigError(f"preset sets '{dotted}', which the base profile does not define")
+        if isinstance(value, dict) and isinstance(merged[key], dict) and dotted not in _LEAF_MAPPINGS:
+            merged[key] = deep_merge(merged[key], value, dotted + ".")
+        else:
+            merged[key] = value
+    return merged
+
+
+def preset(profile: str, presets_dir: Path = PRESETS_DIR) -> dict:
+    """The validated parameters of a profile: the base with the profile's overlay applied."""
+    if profile not in PROFILES:
+        raise ConfigError(f"unknown profile '{profile}'; choose one of {PROFILES}")
+    base = _read_yaml(presets_dir / f"{BASE_PROFILE}.yaml")
+    merged = base if profile == BASE_PROFILE else deep_merge(base, _read_yaml(presets_dir / f"{profile}.yaml"))
+    return validate(merged, f"{presets_dir}/{profile}.yaml over {BASE_PROFILE}.yaml")
+
+
+def write_profile(profile: str, target: Path = PARAMS_FILE, presets_dir: Path = PRESETS_DIR) -> Path:
+    """Write ``target`` = base preset with the profile overlay, keeping the base file's comments."""
+    from ruamel.yaml import YAML
+
+    from ecqg.io import atomic_path
+
+    merged = preset(profile, presets_dir)
+    rt = YAML()
+    rt.preserve_quotes = True
+    rt.representer.add_representer(type(None), lambda r, _: r.represent_scalar("tag:yaml.org,2002:null", "null"))
+    with open(presets_dir / f"{BASE_PROFILE}.yaml", encoding="utf-8") as handle:
+        doc = rt.load(handle)
+
+    def assign(node, values):
+        for key, value in values.items():
+            if isinstance(value, dict) and key in node and isinstance(node[key], dict) and value:
+                if set(node[key]) != set(value):  # a leaf mapping replaced wholesale (e.g. test_sets)
+                    node[key] = value
+                else:
+                    assign(node[key], value)
+            elif node.get(key) != value:  # untouched values keep their formatting
+                node[key] = value
+
+    assign(doc, merged)
+    with atomic_path(target) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(f"# Generated by `make profile P={profile}` from params/{BASE_PROFILE}.yaml"
+                     + ("" if profile == BASE_PROFILE else f" + params/{profile}.yaml")
+                     + ". Edit freely to run variants.\n")
+        rt.dump(doc, handle)
+    return target
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ecqg.config", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    use = sub.add_parser("use", help="write params.yaml for a profile")
+    use.add_argument("profile", choices=PROFILES)
+    sub.add_parser("check", help="validate params.yaml")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "use":
+            write_profile(args.profile)
+            print(f"params.yaml now holds the '{args.profile}' profile; run `make repro` (dvc repro) to rebuild")
+        else:
+            params = load()
+            print(f"params.yaml is valid (profile {params['profile']})")
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

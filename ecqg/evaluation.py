@@ -1,0 +1,450 @@
+"""Retrieval evaluation: DPR has_answer hits, top-k accuracy per subset, bootstrap CIs, TREC run files.
+
+Why this shape: every number in the results table comes from one boolean matrix ``hits[q, r]`` ("the passage at rank
+r+1 for question q contains an answer"), computed once per run with DPR's exact matching (``ecqg.text``). Top-k
+accuracy, subsets, confidence intervals and paired comparisons are then cheap numpy over that matrix, so a notebook
+can re-slice results without re-reading passages.
+
+A run is ``dict[question id, list[(passage id, score)]]``, best first. Questions are dicts with ``id``, ``answers``,
+``subsets`` and ``answer_type`` ("text" or "regex"); see DESIGN.md §1 item 6.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import unicodedata
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import regex
+from pyserini.eval.evaluate_dpr_retrieval import SimpleTokenizer
+
+from ecqg.errors import DataFormatError
+from ecqg.io import atomic_path, open_text
+from ecqg.text import answer_regex_match, dpr_tokens
+
+log = logging.getLogger(__name__)
+
+Run = dict[str, list[tuple[str, float]]]
+DEFAULT_KS = (1, 5, 20, 100)
+FULL_SET = "all"
+_BOOT_CHUNK_CELLS = 4_000_000  # resampled indices held at once (bounds memory; fixed so results depend on seed only)
+
+
+class RunError(ValueError):
+    """A run does not fit the questions it is evaluated on (missing question, unknown passage)."""
+
+
+# ----------------------------------------------------------------------------------------------------- hit matrix
+def hit_matrix(
+    run: Mapping[str, Sequence[tuple[str, float]]],
+    questions: Sequence[Mapping],
+    text_of: Callable[[str], str] | Mapping[str, str],
+    k_max: int = 100,
+) -> np.ndarray:
+    """``hits[i, r]``: does the passage at rank r+1 for ``questions[i]`` contain one of its answers (DPR has_answer)?
+
+    Only the passage *text* is matched, not its title, as DPR does. Ranks past the end of a short ranking are False.
+    A question missing from the run raises: counting it as a miss would quietly lower the accuracy.
+    """
+    if k_max < 1:
+        raise ValueError(f"k_max must be >= 1, got {k_max}")
+    _check_question_ids(questions)
+    missing = [str(q["id"]) for q in questions if str(q["id"]) not in run]
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise RunError(f"the run has no ranking for question '{missing[0]}'{more}")
+    start = time.perf_counter()
+    lookup = _text_lookup(text_of)
+    passages = _JoinedTokens(lookup)
+    hits = np.zeros((len(questions), k_max), dtype=bool)
+    unmatchable = []
+    for i, q in enumerate(questions):
+        pids = [pid for pid, _ in run[str(q["id"])][:k_max]]
+        matcher = _question_matcher(q, passages, lookup)
+        if matcher is None:
+            unmatchable.append(str(q["id"]))
+            continue
+        for r, pid in enumerate(pids):
+            hits[i, r] = matcher(pid)
+    if unmatchable:
+        log.warning("%d question(s) have no usable answer and count as misses, e.g. %s",
+                    len(unmatchable), unmatchable[:5])
+    seconds = time.perf_counter() - start
+    log.info("hit_matrix: %d questions x %d ranks, %d distinct passages, %.1f s (%.0f pairs/s)", len(questions),
+             k_max, len(passages), seconds, hits.size / max(seconds, 1e-9))
+    return hits
+
+
+def passage_texts(passages: Iterable[Mapping], path: str | Path = "<corpus>") -> dict[str, str]:
+    """``{passage id: text}`` for ``hit_matrix``: the text only, never the title, because DPR matches the text only."""
+    texts: dict[str, str] = {}
+    for i, p in enumerate(passages):
+        for field in ("id", "text"):
+            if not isinstance(p.get(field), str):
+                raise DataFormatError(path, i, field, "missing or not a string")
+        if p["id"] in texts:
+            raise DataFormatError(path, i, "id", f"duplicate passage id '{p['id']}'")
+        texts[p["id"]] = p["text"]
+    return texts
+
+
+def _check_question_ids(questions: Sequence[Mapping]) -> None:
+    seen = set()
+    for i, q in enumerate(questions):
+        if "id" not in q:
+            raise DataFormatError("<questions>", i, "id", "missing")
+        qid = str(q["id"])
+        if qid in seen:
+            raise DataFormatError("<questions>", f"question '{qid}'", "id", "duplicate question id")
+        seen.add(qid)
+
+
+def _text_lookup(text_of: Callable[[str], str] | Mapping[str, str]) -> Callable[[str], str]:
+    """Wrap ``text_of`` so an unknown passage id is reported as such, not as a bare KeyError from a dict."""
+    get = text_of.__getitem__ if isinstance(text_of, Mapping) else text_of
+
+    def lookup(pid: str) -> str:
+        try:
+            text = get(pid)
+        except KeyError:
+            raise RunError(f"the run ranks passage '{pid}', which is not in the corpus") from None
+        if not isinstance(text, str):
+            raise RunError(f"passage '{pid}': text is {type(text).__name__}, expected str")
+        return text
+
+    return lookup
+
+
+# DrQA SimpleTokenizer's own pattern, non-capturing so ``findall`` returns whole tokens: same tokens as
+# ``ecqg.text.dpr_tokens`` (a test checks) at ~2.5x the speed, because no Tokens objects are built.
+_TOKEN_RE = regex.compile(f"(?:{SimpleTokenizer.ALPHA_NUM})|(?:{SimpleTokenizer.NON_WS})",
+                          flags=regex.IGNORECASE + regex.UNICODE + regex.MULTILINE)
+_SEP = "\x00"  # a control character: never inside a token (tokens exclude \p{C}), so it marks token boundaries
+
+
+def fast_dpr_tokens(text: str) -> list[str]:
+    """``dpr_tokens`` (NFD, DrQA SimpleTokenizer, uncased) without building DrQA Tokens objects."""
+    return [t.lower() for t in _TOKEN_RE.findall(unicodedata.normalize("NFD", text))]
+
+
+def _needle(tokens: Sequence[str]) -> str:
+    return _SEP + _SEP.join(tokens) + _SEP
+
+
+class _JoinedTokens:
+    """Each passage tokenised once and kept as one separator-joined string.
+
+    A token-sequence match (DPR has_answer) is then a C-level substring test of the joined answer tokens. Why not
+    ``ecqg.text.TokenizedPassages``: its per-passage n-gram sets took ~10 GB (process peak) and 75 s for 10k x 100
+    over 200k distinct passages, against 0.65 GB and 13 s here; a joined string is ~1 KB per passage.
+    """
+
+    def __init__(self, lookup: Callable[[str], str]):
+        self._lookup = lookup
+        self._joined: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._joined)
+
+    def contains(self, pid: str, needles: Sequence[str]) -> bool:
+        joined = self._joined.get(pid)
+        if joined is None:
+            joined = self._joined[pid] = _needle(fast_dpr_tokens(self._lookup(pid)))
+        return any(n in joined for n in needles)
+
+
+def _answers_of(q: Mapping) -> list[str]:
+    answers = q.get("answers")
+    if not isinstance(answers, (list, tuple)) or not all(isinstance(a, str) for a in answers):
+        raise DataFormatError("<questions>", f"question '{q['id']}'", "answers", "expected a list of strings")
+    return list(answers)
+
+
+def _question_matcher(q: Mapping, passages: _JoinedTokens, lookup: Callable[[str], str]):
+    """A ``pid -> bool`` test for one question, with its answers prepared once; None if no answer can ever match.
+
+    Answers without any token (or blank patterns) are dropped: DrQA would match them everywhere.
+    """
+    answer_type = q.get("answer_type", "text")
+    answers = _answers_of(q)
+    if answer_type == "regex":
+        patterns = [a for a in answers if a.strip()]
+        if not patterns:
+            return None
+        return lambda pid: any(answer_regex_match(lookup(pid), p) for p in patterns)
+    if answer_type != "text":
+        raise DataFormatError("<questions>", f"question '{q['id']}'", "answer_type",
+                              f"expected 'text' or 'regex', got {answer_type!r}")
+    needles = [_needle(toks) for toks in (dpr_tokens(a) for a in answers) if toks]
+    if not needles:
+        return None
+    return lambda pid: passages.contains(pid, needles)
+
+
+# ------------------------------------------------------------------------------------------------------ accuracy
+def hits_at_k(hits: np.ndarray, ks: Sequence[int] = DEFAULT_KS) -> np.ndarray:
+    """``(n_questions, len(ks))`` bool: is there a hit within the top k? (a hit at rank r counts for every k >= r)."""
+    hits = np.asarray(hits, dtype=bool)
+    if hits.ndim != 2:
+        raise ValueError(f"hits must be 2-D (questions x ranks), got shape {hits.shape}")
+    bad = [k for k in ks if not 1 <= k <= hits.shape[1]]
+    if bad:
+        raise ValueError(f"k={bad[0]} is outside 1..{hits.shape[1]} (the hit matrix has {hits.shape[1]} ranks)")
+    first_hit = np.logical_or.accumulate(hits, axis=1) if hits.shape[0] else hits
+    return first_hit[:, [k - 1 for k in ks]]
+
+
+def bootstrap_ci(
+    values: np.ndarray, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95
+) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile-bootstrap CI of the column means of ``values`` (n x m), resampling rows (questions) jointly.
+
+    Rows are resampled together so the columns (e.g. several k) share the same resamples. Empty input gives NaN.
+    """
+    means = _bootstrap_means(np.asarray(values, dtype=float), n_boot, seed)
+    if means is None:
+        nan = np.full(np.asarray(values).shape[1], np.nan)
+        return nan, nan.copy()
+    alpha = (1.0 - confidence) / 2.0
+    return np.quantile(means, alpha, axis=0), np.quantile(means, 1.0 - alpha, axis=0)
+
+
+def _bootstrap_means(values: np.ndarray, n_boot: int, seed: int) -> np.ndarray | None:
+    """``(n_boot, m)`` means of bootstrap resamples of the rows of ``values``; None when there are no rows."""
+    if values.ndim == 1:
+        values = values[:, None]
+    n = values.shape[0]
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    if n == 0:
+        return None
+    rng = np.random.default_rng(seed)
+    chunk = max(1, _BOOT_CHUNK_CELLS // n)
+    out = np.empty((n_boot, values.shape[1]))
+    for start in range(0, n_boot, chunk):
+        stop = min(n_boot, start + chunk)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        out[start:stop] = values[idx].mean(axis=1)
+    return out
+
+
+def subset_masks(questions: Sequence[Mapping]) -> dict[str, np.ndarray]:
+    """``{"all": all-True, subset name: mask, ...}`` for every subset named in the questions, names sorted."""
+    names = sorted({s for q in questions for s in _subsets_of(q)})
+    masks = {FULL_SET: np.ones(len(questions), dtype=bool)}
+    for name in names:
+        if name == FULL_SET:
+            raise DataFormatError("<questions>", None, "subsets", f"'{FULL_SET}' is reserved for the full set")
+        masks[name] = np.array([name in _subsets_of(q) for q in questions], dtype=bool)
+    return masks
+
+
+def _subsets_of(q: Mapping) -> list[str]:
+    subsets = q.get("subsets", [])
+    if not isinstance(subsets, (list, tuple)) or not all(isinstance(s, str) for s in subsets):
+        raise DataFormatError("<questions>", f"question '{q.get('id')}'", "subsets", "expected a list of strings")
+    return list(subsets)
+
+
+def accuracy_table(
+    hits: np.ndarray,
+    questions: Sequence[Mapping],
+    ks: Sequence[int] = DEFAULT_KS,
+    n_boot: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    system: str = "",
+    dataset: str = "",
+) -> pd.DataFrame:
+    """Top-k accuracy with percentile-bootstrap CIs, for the full set and each subset (one row per subset and k).
+
+    Columns: system, dataset, subset, n, k, hits, accuracy, ci_low, ci_high, n_boot, seed. Accuracies are fractions
+    (0..1). Each subset is resampled on its own, with the same seed, so a table is reproducible from its params.
+    """
+    if len(hits) != len(questions):
+        raise ValueError(f"hits has {len(hits)} rows but there are {len(questions)} questions")
+    at_k = hits_at_k(hits, ks)
+    rows = []
+    for subset, mask in subset_masks(questions).items():
+        sub = at_k[mask]
+        low, high = bootstrap_ci(sub, n_boot, seed, confidence)
+        for j, k in enumerate(ks):
+            n_hits = int(sub[:, j].sum())
+            acc = n_hits / len(sub) if len(sub) else math.nan
+            rows.append(dict(system=system, dataset=dataset, subset=subset, n=int(len(sub)), k=int(k),
+                             hits=n_hits, accuracy=acc, ci_low=float(low[j]), ci_high=float(high[j]),
+                             n_boot=int(n_boot), seed=int(seed)))
+    return pd.DataFrame(rows)
+
+
+def paired_bootstrap(
+    hits_a: np.ndarray, hits_b: np.ndarray, k: int, n_boot: int = 10000, seed: int = 0, confidence: float = 0.95
+) -> dict:
+    """Top-k accuracy difference A - B on the same questions, with a paired percentile CI and two-sided p-value.
+
+    Questions are resampled jointly for both systems (the pairing removes between-question variance). The p-value is
+    the share of null-centred resampled differences at least as extreme as the observed one, with the +1 correction
+    (so it is never 0 from a finite number of resamples). Accepts hit matrices (n x ranks) or per-question hit
+    vectors already at k.
+    """
+    a, b = _at_k_vector(hits_a, k), _at_k_vector(hits_b, k)
+    if a.shape != b.shape:
+        raise ValueError(f"paired bootstrap needs the same questions: {a.shape[0]} vs {b.shape[0]} rows")
+    diff = a.astype(float) - b.astype(float)
+    observed = float(diff.mean()) if len(diff) else math.nan
+    means = _bootstrap_means(diff, n_boot, seed)
+    if means is None:
+        return dict(k=int(k), n=0, accuracy_a=math.nan, accuracy_b=math.nan, difference=math.nan,
+                    ci_low=math.nan, ci_high=math.nan, p_value=math.nan, n_boot=int(n_boot), seed=int(seed))
+    boot = means[:, 0]
+    alpha = (1.0 - confidence) / 2.0
+    extreme = np.abs(boot - observed) >= abs(observed) - 1e-12
+    return dict(k=int(k), n=int(len(diff)), accuracy_a=float(a.mean()), accuracy_b=float(b.mean()),
+                difference=observed, ci_low=float(np.quantile(boot, alpha)),
+                ci_high=float(np.quantile(boot, 1.0 - alpha)),
+                p_value=float((1 + extreme.sum()) / (1 + n_boot)), n_boot=int(n_boot), seed=int(seed))
+
+
+def _at_k_vector(hits: np.ndarray, k: int) -> np.ndarray:
+    hits = np.asarray(hits, dtype=bool)
+    if hits.ndim == 1:
+        return hits
+    return hits_at_k(hits, [k])[:, 0]
+
+
+def paired_table(
+    hits_a: np.ndarray,
+    hits_b: np.ndarray,
+    questions: Sequence[Mapping],
+    ks: Sequence[int] = DEFAULT_KS,
+    n_boot: int = 10000,
+    seed: int = 0,
+    system_a: str = "",
+    system_b: str = "",
+    dataset: str = "",
+) -> pd.DataFrame:
+    """``paired_bootstrap`` for every subset and k, as a tidy table (system_a, system_b, dataset, subset, k, ...)."""
+    if not len(hits_a) == len(hits_b) == len(questions):
+        raise ValueError(f"hits ({len(hits_a)}, {len(hits_b)} rows) must match the {len(questions)} questions")
+    rows = []
+    for subset, mask in subset_masks(questions).items():
+        for k in ks:
+            res = paired_bootstrap(np.asarray(hits_a)[mask], np.asarray(hits_b)[mask], k, n_boot, seed)
+            rows.append(dict(system_a=system_a, system_b=system_b, dataset=dataset, subset=subset, **res))
+    return pd.DataFrame(rows)
+
+
+def table_records(table: pd.DataFrame) -> list[dict]:
+    """JSON-ready rows (plain Python scalars; NaN becomes None) for metrics files."""
+    records = table.astype(object).where(table.notna(), None).to_dict(orient="records")
+    return [{k: (v.item() if isinstance(v, np.generic) else v) for k, v in r.items()} for r in records]
+
+
+# ----------------------------------------------------------------------------------------------------- run files
+def write_trec_run(path: str | Path, run: Mapping[str, Sequence[tuple[str, float]]], tag: str = "ecqg") -> Path:
+    """Write ``qid Q0 docid rank score tag`` lines, atomically, in the given order (ties keep their order).
+
+    Scores must not increase with rank (trec_eval re-sorts by score; the two orders must agree). Scores are written
+    with ``repr`` so they read back bit-identical. Ids with whitespace would break the format, so they are refused
+    here rather than producing a file other tools misread.
+    """
+    _check_token(tag, "tag")
+    path = Path(path)
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as out:
+        for qid, ranking in run.items():
+            _check_token(str(qid), "question id")
+            for rank, (pid, score) in enumerate(ranking, start=1):
+                _check_token(str(pid), f"passage id (question '{qid}', rank {rank})")
+                score = float(score)
+                if math.isnan(score) or (rank > 1 and score > previous):
+                    raise RunError(f"question '{qid}', rank {rank}: score {score} is NaN or above the score at "
+                                   f"rank {rank - 1}; a run must be best first")
+                previous = score
+                out.write(f"{qid} Q0 {pid} {rank} {score!r} {tag}\n")
+    return path
+
+
+def _check_token(value: str, what: str) -> None:
+    if not value or any(ch.isspace() for ch in value):
+        raise RunError(f"{what} {value!r} is empty or contains whitespace; TREC run files are space-separated")
+
+
+def read_trec_run(path: str | Path) -> Run:
+    """Read a TREC run; each question's ranking comes back ordered by rank.
+
+    Validated, because a corrupt run silently changes every number downstream: six fields per line, Q0 column,
+    integer rank >= 1, float score, no passage twice for a question, ranks exactly 1..n per question, and scores that
+    do not increase with rank (otherwise rank-based and score-based tools would disagree on the ranking).
+    """
+    entries: dict[str, list[tuple[int, str, float, int]]] = {}
+    with open_text(path) as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            qid, pid, rank, score = _parse_trec_line(path, line_no, line)
+            entries.setdefault(qid, []).append((rank, pid, score, line_no))
+    return {qid: _ordered_ranking(path, qid, rows) for qid, rows in entries.items()}
+
+
+def _parse_trec_line(path, line_no: int, line: str) -> tuple[str, str, int, float]:
+    where = f"line {line_no}"
+    fields = line.split()
+    if len(fields) != 6:
+        raise DataFormatError(path, where, None, f"expected 6 fields 'qid Q0 docid rank score tag', got {len(fields)}")
+    qid, q0, pid, rank_s, score_s, _tag = fields
+    if q0 != "Q0":
+        raise DataFormatError(path, where, "Q0", f"expected 'Q0', got {q0!r}")
+    try:
+        rank = int(rank_s)
+    except ValueError:
+        raise DataFormatError(path, where, "rank", f"not an integer: {rank_s!r}") from None
+    if rank < 1:
+        raise DataFormatError(path, where, "rank", f"must be >= 1, got {rank}")
+    try:
+        score = float(score_s)
+    except ValueError:
+        raise DataFormatError(path, where, "score", f"not a number: {score_s!r}") from None
+    if math.isnan(score):
+        raise DataFormatError(path, where, "score", "is NaN")
+    return qid, pid, rank, score
+
+
+def _ordered_ranking(path, qid: str, rows: list[tuple[int, str, float, int]]) -> list[tuple[str, float]]:
+    """Sort one question's lines by rank and check they form a consistent ranking."""
+    rows = sorted(rows, key=lambda r: r[0])
+    seen: dict[str, int] = {}
+    for expected, (rank, pid, score, line_no) in enumerate(rows, start=1):
+        where = f"line {line_no}"
+        if rank != expected:
+            problem = "duplicate" if rank < expected else f"missing rank {expected}"
+            raise DataFormatError(path, where, "rank", f"question '{qid}': rank {rank} ({problem}); ranks must be 1..n")
+        if pid in seen:
+            raise DataFormatError(path, where, "docid",
+                                  f"question '{qid}': passage '{pid}' also at line {seen[pid]}")
+        seen[pid] = line_no
+        if expected > 1 and score > rows[expected - 2][2]:
+            raise DataFormatError(path, where, "score", f"question '{qid}': score {score} at rank {rank} is above "
+                                  f"the score at rank {rank - 1}; rank and score orders must agree")
+    return [(pid, score) for _, pid, score, _ in rows]
+
+
+# -------------------------------------------------------------------------------------------------- convenience
+def evaluate_run(
+    run: Mapping[str, Sequence[tuple[str, float]]],
+    questions: Sequence[Mapping],
+    text_of: Callable[[str], str] | Mapping[str, str],
+    ks: Sequence[int] = DEFAULT_KS,
+    n_boot: int = 1000,
+    seed: int = 0,
+    system: str = "",
+    dataset: str = "",
+) -> tuple[np.ndarray, pd.DataFrame]:
+    """``hit_matrix`` then ``accuracy_table``: the hits (kept for paired tests) and the tidy accuracy table."""
+    hits = hit_matrix(run, questions, text_of, k_max=max(ks))
+    return hits, accuracy_table(hits, questions, ks, n_boot, seed, system=system, dataset=dataset)
+

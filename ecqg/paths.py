@@ -1,0 +1,45 @@
+"""Every pipeline output path, defined once. dvc.yaml repeats them (it is YAML); a test checks the two agree."""
+
+from pathlib import Path
+
+OUTPUTS = Path("outputs")
+
+# Stage `prepare`: the bundle (or the paper's files) in one schema, sub-sampled per profile.
+PREPARED = OUTPUTS / "data"
+CORPUS = PREPARED / "corpus.jsonl"
+QUESTIONS = PREPARED / "questions"          # <set>.jsonl per test set
+TRAIN_GOLD = PREPARED / "train_gold.jsonl"
+NQ_DEV = PREPARED / "nq_dev.jsonl"
+
+# Stages `index_bm25`, `index_tfidf`.
+BM25_INDEX = OUTPUTS / "indexes" / "bm25"
+TFIDF_INDEX = OUTPUTS / "indexes" / "tfidf"
+
+# Stage `distant_supervision`: NQ dev questions with BM25-mined positives, in DPR retriever-json format.
+NQ_DEV_DISTANT = OUTPUTS / "train" / "nq_dev_distant.json"
+
+# Retrieval runs (TREC format): outputs/runs/<system>/<set>.trec
+RUNS = OUTPUTS / "runs"
+
+# Notebooks, figures, metrics.
+NOTEBOOKS_SRC = Path("notebooks")
+NOTEBOOKS_OUT = OUTPUTS / "notebooks"
+FIGURES = OUTPUTS / "figures"
+METRICS = OUTPUTS / "metrics"               # committed JSON (dvc `cache: false`)
+
+
+def questions_file(test_set: str) -> Path:
+    return QUESTIONS / f"{test_set}.jsonl"
+
+
+def run_file(system: str, test_set: str) -> Path:
+    return RUNS / system / f"{test_set}.trec"
+
+
+def stage_metrics(stage: str) -> Path:
+    return METRICS / f"stage_{stage}.json"
+
+
+def figures_dir(notebook: str) -> Path:
+    """Figures of a notebook stage, e.g. ``outputs/figures/06``."""
+    return FIGURES / notebook

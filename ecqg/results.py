@@ -1,0 +1,159 @@
+"""The paper's Table 3 on whatever benchmark the profile built: load runs, score them, lay the table out.
+
+Notebook 06 calls these one step at a time. All numbers come from ``ecqg.evaluation`` over the run files that the
+retrieval stages wrote; nothing here is typed in except the paper's own reported values, kept apart in
+``PAPER_TABLE3`` and always labelled as the paper's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ecqg import evaluation, paths
+from ecqg.io import read_jsonl, write_json
+
+SYSTEM_LABELS = {
+    "tfidf": "TF-IDF",
+    "bm25": "BM25",
+}
+DATASET_LABELS = {"nq": "NQ", "wq": "WebQuestions", "tqa": "TriviaQA", "trec": "CuratedTREC"}
+SUBSET_LABELS = {
+    evaluation.FULL_SET: "full",
+    "no_answer_overlap": "no-answer-overlap",
+    "no_question_overlap": "no-question-overlap",
+}
+
+# Reported in the paper (Table 3 and the DPR baselines it quotes), on the full 21M-passage Wikipedia and the full
+# test sets: NOT comparable in level with the mini benchmark, shown only to compare orderings.
+PAPER_TABLE3 = pd.DataFrame(
+    [
+        ("bm25", "nq", "all", 1, 22.7), ("bm25", "nq", "all", 5, 44.6),
+        ("dpr", "nq", "all", 1, 44.3), ("dpr", "nq", "all", 5, 67.1),
+        ("uncon", "nq", "all", 1, 45.8), ("uncon", "nq", "all", 5, 68.4),
+        ("mixed", "nq", "all", 1, 45.9), ("mixed", "nq", "all", 5, 69.0),
+    ],
+    columns=["system", "dataset", "subset", "k", "paper_accuracy"],
+)
+
+
+def load_test_sets(names: Sequence[str]) -> dict[str, list[dict]]:
+    """The prepared test questions of each set (the `prepare` stage validated them)."""
+    return {name: [record for _, record in read_jsonl(paths.questions_file(name))] for name in names}
+
+
+def load_passage_texts(corpus: Path = paths.CORPUS) -> dict[str, str]:
+    return evaluation.passage_texts((record for _, record in read_jsonl(corpus)), corpus)
+
+
+def count_table(test_sets: Mapping[str, list[dict]]) -> pd.DataFrame:
+    """Questions per set and subset: reported next to every accuracy."""
+    rows = []
+    for name, questions in test_sets.items():
+        for subset, mask in evaluation.subset_masks(questions).items():
+            rows.append(dict(dataset=DATASET_LABELS.get(name, name), subset=SUBSET_LABELS.get(subset, subset),
+                             questions=int(mask.sum())))
+    return pd.DataFrame(rows)
+
+
+@dataclass
+class Evaluation:
+    """Everything the results notebook shows: the tidy accuracy table, top-k curves and the raw hit matrices."""
+
+    table: pd.DataFrame
+    curves: pd.DataFrame
+    hits: dict[tuple[str, str], np.ndarray] = field(repr=False)
+
+
+def evaluate_systems(systems: Sequence[str], test_sets: Mapping[str, list[dict]], text_of: Mapping[str, str],
+                     ks: Sequence[int], n_boot: int, seed: int, confidence: float, depth: int) -> Evaluation:
+    """Score every system's run on every test set; a missing run file is an error, not a blank row."""
+    tables, curves, hits = [], [], {}
+    for system in systems:
+        for name, questions in test_sets.items():
+            run_path = paths.run_file(system, name)
+            if not run_path.is_file():
+                raise FileNotFoundError(f"{run_path}: no run for system '{system}' on '{name}' (run `dvc repro`)")
+            matrix = evaluation.hit_matrix(evaluation.read_trec_run(run_path), questions, text_of, k_max=depth)
+            hits[(system, name)] = matrix
+            tables.append(evaluation.accuracy_table(matrix, questions, ks, n_boot, seed, confidence, system, name))
+            curves.append(_curve(matrix, questions, system, name))
+    return Evaluation(pd.concat(tables, ignore_index=True), pd.concat(curves, ignore_index=True), hits)
+
+
+def _curve(matrix: np.ndarray, questions: list[dict], system: str, dataset: str) -> pd.DataFrame:
+    """Top-k accuracy for every k from 1 to the run depth (for the curves figure)."""
+    found = np.logical_or.accumulate(matrix, axis=1)
+    frames = []
+    for subset, mask in evaluation.subset_masks(questions).items():
+        acc = found[mask].mean(axis=0) if mask.any() else np.full(matrix.shape[1], np.nan)
+        frames.append(pd.DataFrame(dict(system=system, dataset=dataset, subset=subset,
+                                        k=np.arange(1, matrix.shape[1] + 1), accuracy=acc)))
+    return pd.concat(frames, ignore_index=True)
+
+
+def table3_view(table: pd.DataFrame, ks: Sequence[int], with_ci: bool = True) -> pd.DataFrame:
+    """The paper's layout: one row per system; columns (test set, subset, Top-k); cells in % with the 95% CI."""
+    def cell(row) -> str:
+        text = f"{100 * row.accuracy:.1f}"
+        return f"{text} [{100 * row.ci_low:.1f}, {100 * row.ci_high:.1f}]" if with_ci else text
+
+    view = table.assign(
+        system=table.system.map(lambda s: SYSTEM_LABELS.get(s, s)),
+        column=[(f"{DATASET_LABELS.get(d, d)} {SUBSET_LABELS.get(s, s)} (n={n})", f"Top-{k}")
+                for d, s, n, k in zip(table.dataset, table.subset, table.n, table.k)],
+        cell=table.apply(cell, axis=1),
+    )
+    wide = view.pivot(index="system", columns="column", values="cell")
+    order = list(dict.fromkeys(view.column))
+    wide = wide[order]
+    wide.columns = pd.MultiIndex.from_tuples(order, names=["test set", "k"])
+    return wide.loc[list(dict.fromkeys(view.system))]
+
+
+def paired_differences(ev: Evaluation, test_sets: Mapping[str, list[dict]], pairs: Sequence[tuple[str, str]],
+                       ks: Sequence[int], n_boot: int, seed: int) -> pd.DataFrame:
+    """Paired bootstrap of A - B for each requested pair of systems, on every set and subset."""
+    frames = []
+    for a, b in pairs:
+        for name, questions in test_sets.items():
+            frames.append(evaluation.paired_table(ev.hits[(a, name)], ev.hits[(b, name)], questions, ks, n_boot,
+                                                  seed, a, b, name))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def paper_comparison(table: pd.DataFrame) -> pd.DataFrame:
+    """Our numbers next to the paper's wherever the paper reports one (different corpus size: compare orderings)."""
+    ours = table[["system", "dataset", "subset", "k", "n", "accuracy", "ci_low", "ci_high"]]
+    merged = PAPER_TABLE3.merge(ours, on=["system", "dataset", "subset", "k"], how="inner")
+    merged["ours"] = (100 * merged.accuracy).round(1)
+    merged["ours_ci"] = [f"[{100 * lo:.1f}, {100 * hi:.1f}]" for lo, hi in zip(merged.ci_low, merged.ci_high)]
+    merged["system"] = merged.system.map(lambda s: SYSTEM_LABELS.get(s, s))
+    return merged[["system", "dataset", "subset", "k", "n", "ours", "ours_ci", "paper_accuracy"]]
+
+
+def metrics_tree(table: pd.DataFrame, paired: pd.DataFrame, setting: Mapping) -> dict:
+    """Nested dict with scalar leaves, so `dvc metrics show` and `dvc metrics diff` can read it."""
+    tree: dict = {"setting": dict(setting), "accuracy": {}, "paired": {}}
+    for r in table.itertuples():
+        node = tree["accuracy"].setdefault(r.system, {}).setdefault(r.dataset, {}).setdefault(r.subset, {"n": r.n})
+        node[f"top{r.k}"] = round(100 * r.accuracy, 2)
+        node[f"top{r.k}_ci_low"] = round(100 * r.ci_low, 2)
+        node[f"top{r.k}_ci_high"] = round(100 * r.ci_high, 2)
+    for r in paired.itertuples():
+        pair = f"{r.system_a}_minus_{r.system_b}"
+        node = tree["paired"].setdefault(pair, {}).setdefault(r.dataset, {}).setdefault(r.subset, {"n": r.n})
+        node[f"top{r.k}_diff"] = round(100 * r.difference, 2)
+        node[f"top{r.k}_ci_low"] = round(100 * r.ci_low, 2)
+        node[f"top{r.k}_ci_high"] = round(100 * r.ci_high, 2)
+        node[f"top{r.k}_p"] = round(r.p_value, 4)
+    return tree
+
+
+def write_table3_metrics(table: pd.DataFrame, paired: pd.DataFrame, setting: Mapping,
+                         path: Path = paths.METRICS / "table3.json") -> Path:
+    return write_json(path, metrics_tree(table, paired, setting))

@@ -1,0 +1,36 @@
+"""Pipeline stages run by DVC. Each stage module has a ``main()``; notebooks run through :mod:`ecqg.notebook`.
+
+Every stage records its wall time (and whatever figures it wants to keep) in ``outputs/metrics/stage_<name>.json``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import platform
+import time
+from typing import Iterator
+
+from ecqg import paths
+from ecqg.io import write_json
+
+log = logging.getLogger("ecqg")
+
+
+def setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", force=True)
+
+
+@contextlib.contextmanager
+def timed_stage(name: str, params: dict) -> Iterator[dict]:
+    """Time the body; yield a dict the stage fills with figures; write it with the wall time on success."""
+    setup_logging()
+    figures: dict = {}
+    start = time.perf_counter()
+    log.info("stage %s: start (profile %s)", name, params.get("profile"))
+    yield figures
+    wall = time.perf_counter() - start
+    record = {"stage": name, "profile": params.get("profile"), "wall_time_s": round(wall, 1),
+              "machine": f"{platform.machine()} {platform.system()}", **figures}
+    write_json(paths.stage_metrics(name), record)
+    log.info("stage %s: done in %.1f s", name, wall)

@@ -1,0 +1,18 @@
+"""Stage `index_bm25`: a Lucene index of the prepared corpus (title + text), through pyserini."""
+
+from ecqg import config, paths
+from ecqg.data.records import read_corpus
+from ecqg.retrieval.bm25 import build_bm25_index
+from ecqg.stages import timed_stage
+
+
+def main() -> int:
+    params = config.load()
+    with timed_stage("index_bm25", params) as figures:
+        figures.update(build_bm25_index(read_corpus(paths.CORPUS), paths.BM25_INDEX,
+                                        threads=params["bm25"]["threads"], where=str(paths.CORPUS)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,19 @@
+"""Stage `index_tfidf`: the DrQA-style hashed unigram+bigram TF-IDF index of the prepared corpus (scikit-learn)."""
+
+from ecqg import config, paths
+from ecqg.data.records import read_corpus
+from ecqg.retrieval.tfidf import build_tfidf_index
+from ecqg.stages import timed_stage
+
+
+def main() -> int:
+    params = config.load()
+    tfidf = params["tfidf"]
+    with timed_stage("index_tfidf", params) as figures:
+        figures.update(build_tfidf_index(read_corpus(paths.CORPUS), paths.TFIDF_INDEX,
+                                         n_features=tfidf["n_features"], ngram_range=[1, tfidf["ngram_max"]]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,51 @@
+"""Stage `retrieve@<system>`: top-``retrieval.depth`` passages for every test question, as TREC run files.
+
+``python -m ecqg.stages.retrieve bm25`` (or ``tfidf``) writes ``outputs/runs/<system>/<set>.trec``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from ecqg import config, paths
+from ecqg.evaluation import write_trec_run
+from ecqg.io import read_jsonl
+from ecqg.stages import log, timed_stage
+
+SYSTEMS = ("bm25", "tfidf")
+
+
+def open_searcher(system: str, params: dict):
+    if system == "bm25":
+        from ecqg.retrieval.bm25 import BM25Searcher
+
+        searcher = BM25Searcher(paths.BM25_INDEX, k1=params["bm25"]["k1"], b=params["bm25"]["b"])
+        return lambda queries, k: searcher.search(queries, k=k, threads=params["bm25"]["threads"])
+    from ecqg.retrieval.tfidf import TfidfIndex
+
+    index = TfidfIndex.load(paths.TFIDF_INDEX)
+    return lambda queries, k: index.search(queries, k=k)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ecqg.stages.retrieve")
+    parser.add_argument("system", choices=SYSTEMS)
+    system = parser.parse_args(argv).system
+    params = config.load()
+    depth = params["retrieval"]["depth"]
+    with timed_stage(f"retrieve_{system}", params) as figures:
+        search = open_searcher(system, params)
+        for name in params["data"]["test_sets"]:
+            queries = {q["id"]: q["question"] for _, q in read_jsonl(paths.questions_file(name))}
+            start = time.perf_counter()
+            run = search(queries, depth)
+            seconds = time.perf_counter() - start
+            write_trec_run(paths.run_file(system, name), run, tag=system)
+            figures[f"{name}_queries_per_s"] = round(len(queries) / max(seconds, 1e-9), 1)
+            log.info("%s on %s: %d queries in %.1f s", system, name, len(queries), seconds)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

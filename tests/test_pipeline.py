@@ -1,0 +1,130 @@
+"""The DVC pipeline: dvc.yaml agrees with ecqg/paths.py and params, and the smoke profile's DAG runs end to end."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from ecqg import config, paths
+from ecqg.config import RULES
+
+REPO = Path(__file__).resolve().parents[1]
+DVC_YAML = yaml.safe_load((REPO / "dvc.yaml").read_text())
+STAGES = DVC_YAML["stages"]
+
+
+def _expanded_stages():
+    """(name, stage) with foreach stages expanded the way DVC does (``${item}``)."""
+    for name, stage in STAGES.items():
+        if "foreach" in stage:
+            for item in stage["foreach"]:
+                text = yaml.safe_dump(stage["do"]).replace("${item}", item)
+                yield f"{name}@{item}", yaml.safe_load(text)
+        else:
+            yield name, stage
+
+
+def _declared_paths(stage, key):
+    for entry in stage.get(key, []):
+        yield next(iter(entry)) if isinstance(entry, dict) else entry
+
+
+def test_every_output_path_is_one_of_ecqg_paths():
+    known = {str(v) for v in vars(paths).values() if isinstance(v, Path)}
+    for name, stage in _expanded_stages():
+        for out in _declared_paths(stage, "outs"):
+            system_run = out.startswith(str(paths.RUNS) + "/")
+            figures = out.startswith(str(paths.FIGURES) + "/")
+            notebook = out.startswith(str(paths.NOTEBOOKS_OUT) + "/")
+            assert out in known or system_run or figures or notebook, f"{name}: output {out} not in ecqg/paths.py"
+        for metric in _declared_paths(stage, "metrics"):
+            assert metric.startswith(str(paths.METRICS) + "/"), f"{name}: metric {metric} outside outputs/metrics"
+
+
+def test_metrics_are_committed_not_cached():
+    for name, stage in _expanded_stages():
+        for entry in stage.get("metrics", []):
+            assert isinstance(entry, dict) and next(iter(entry.values())) == {"cache": False}, name
+
+
+def test_stage_params_exist():
+    keys = set(RULES) | {k.rsplit(".", 1)[0] for k in RULES}
+    for name, stage in _expanded_stages():
+        for key in stage.get("params", []):
+            assert key in keys, f"{name}: params key {key} is not a known parameter"
+
+
+def test_stage_commands_name_real_modules():
+    for name, stage in _expanded_stages():
+        module = stage["cmd"].split()[2]
+        assert (REPO / (module.replace(".", "/") + ".py")).is_file(), f"{name}: {module} not found"
+        if module == "ecqg.notebook":
+            notebook = stage["cmd"].split()[3]
+            assert (REPO / "notebooks" / f"{notebook}.ipynb").is_file()
+            assert f"notebooks/{notebook}.ipynb" in stage["deps"], f"{name}: notebook is not a dependency"
+
+
+def test_notebooks_are_clean_and_parametrised():
+    for nb_path in sorted((REPO / "notebooks").glob("*.ipynb")):
+        nb = nbformat.read(nb_path, as_version=4)
+        assert any("parameters" in c.metadata.get("tags", []) for c in nb.cells), nb_path
+        assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), f"{nb_path} has outputs"
+
+
+def _repo_copy(target: Path) -> Path:
+    """The working tree as git sees it (tracked + untracked, not ignored), in a fresh git repository."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
+                            capture_output=True).stdout.decode().split("\0")
+    for rel in filter(None, listed):
+        src = REPO / rel
+        if src.is_file():
+            dst = target / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+    subprocess.run(["git", "init", "-q"], cwd=target, check=True)
+    return target
+
+
+def _dvc(args, cwd):
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "DVC_NO_ANALYTICS": "1", "PYTHONPATH": str(cwd)}
+    return subprocess.run([sys.executable, "-m", "dvc", *args], cwd=cwd, env=env, capture_output=True, text=True)
+
+
+@pytest.mark.slow
+def test_smoke_dag_end_to_end(tmp_path):
+    repo = _repo_copy(tmp_path / "repo")
+    config.write_profile("smoke", repo / "params.yaml", repo / "params")
+
+    first = _dvc(["repro"], repo)
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
+
+    table = json.loads((repo / "outputs/metrics/table3.json").read_text())
+    assert table["setting"]["profile"] == "smoke"
+    for system in ("bm25", "tfidf"):
+        nq = table["accuracy"][system]["nq"]["all"]
+        assert nq["n"] == 40
+        assert 0 <= nq["top1"] <= nq["top5"] <= nq["top20"] <= nq["top100"] <= 100
+        assert nq["top1_ci_low"] <= nq["top1"] <= nq["top1_ci_high"]
+    # Every gold passage of the smoke questions is in the smoke corpus, so BM25 finds some of them.
+    assert table["accuracy"]["bm25"]["nq"]["all"]["top100"] > 0
+
+    executed = nbformat.read(repo / "outputs/notebooks/06_results_and_attention_entropy.ipynb", as_version=4)
+    shown = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert any("text/html" in o.get("data", {}) for o in shown), "the executed notebook shows no table"
+    assert any("image/png" in o.get("data", {}) for o in shown), "the executed notebook shows no figure"
+    for stage in ("prepare", "index_bm25", "index_tfidf", "retrieve_bm25", "retrieve_tfidf", "distant_supervision"):
+        assert json.loads((repo / f"outputs/metrics/stage_{stage}.json").read_text())["wall_time_s"] >= 0
+    assert json.loads((repo / "outputs/train/nq_dev_distant.json").read_text())
+
+    second = _dvc(["repro"], repo)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "Running stage" not in second.stdout, second.stdout
+    status = _dvc(["status"], repo)
+    assert "up to date" in status.stdout, status.stdout
