@@ -5,6 +5,7 @@ phone home. Every default can be overridden by setting the variable before runni
 """
 
 import os
+import sys
 
 DEFAULTS = {
     # Never try the network for models unless the user opts in (HF_HUB_OFFLINE=0).
@@ -21,3 +22,6 @@ DEFAULTS = {
 def configure_environment() -> None:
     for key, value in DEFAULTS.items():
         os.environ.setdefault(key, value)
+    if not sys.stderr.isatty():
+        # In logs (DVC, papermill, CI) a progress bar redrawn ten times a second buries everything else.
+        os.environ.setdefault("TQDM_MININTERVAL", "10")

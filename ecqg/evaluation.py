@@ -11,6 +11,7 @@ A run is ``dict[question id, list[(passage id, score)]]``, best first. Questions
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -24,7 +25,7 @@ import regex
 from pyserini.eval.evaluate_dpr_retrieval import SimpleTokenizer
 
 from ecqg.errors import DataFormatError
-from ecqg.io import atomic_path, open_text
+from ecqg.io import atomic_path, open_text, write_json
 from ecqg.text import answer_regex_match, dpr_tokens
 
 log = logging.getLogger(__name__)
@@ -367,6 +368,35 @@ def write_trec_run(path: str | Path, run: Mapping[str, Sequence[tuple[str, float
                 previous = score
                 out.write(f"{qid} Q0 {pid} {rank} {score!r} {tag}\n")
     return path
+
+
+def empty_rankings_file(path: str | Path) -> Path:
+    """Where the ids of questions with no retrieved passage are kept (a TREC file cannot hold an empty ranking)."""
+    path = Path(path)
+    return path.with_name(path.name.removesuffix(".trec") + ".empty.json")
+
+
+def write_run(path: str | Path, run: Mapping[str, Sequence[tuple[str, float]]], tag: str = "ecqg") -> Path:
+    """A TREC run plus the list of questions whose ranking is empty, so that a retriever returning nothing for a
+    question is scored as a miss instead of looking like a question that was never searched."""
+    write_trec_run(path, run, tag)
+    write_json(empty_rankings_file(path), sorted(str(q) for q, ranking in run.items() if not ranking))
+    return Path(path)
+
+
+def read_run(path: str | Path) -> Run:
+    """Read a run written by :func:`write_run`: the TREC rankings plus empty rankings for the listed questions."""
+    run = read_trec_run(path)
+    empty_path = empty_rankings_file(path)
+    if not empty_path.is_file():
+        raise RunError(f"{empty_path}: missing (written next to every run by write_run); rerun the retrieval stage")
+    with open_text(empty_path) as handle:
+        empty = json.load(handle)
+    for i, qid in enumerate(empty):
+        if qid in run:
+            raise DataFormatError(empty_path, i, None, f"question '{qid}' is listed as empty but has a ranking")
+        run[qid] = []
+    return run
 
 
 def _check_token(value: str, what: str) -> None:

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-import matplotlib
-
-matplotlib.use("Agg")  # headless by default; Jupyter's inline backend still displays returned figures
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd

@@ -22,6 +22,9 @@ SYSTEM_LABELS = {
     "bm25": "BM25",
 }
 DATASET_LABELS = {"nq": "NQ", "wq": "WebQuestions", "tqa": "TriviaQA", "trec": "CuratedTREC"}
+# The subsets of the paper's Table 3 (the bundle also carries the complementary overlap labels; kept in the data,
+# left out of the table).
+TABLE3_SUBSETS = (evaluation.FULL_SET, "no_answer_overlap", "no_question_overlap")
 SUBSET_LABELS = {
     evaluation.FULL_SET: "full",
     "no_answer_overlap": "no-answer-overlap",
@@ -50,11 +53,13 @@ def load_passage_texts(corpus: Path = paths.CORPUS) -> dict[str, str]:
     return evaluation.passage_texts((record for _, record in read_jsonl(corpus)), corpus)
 
 
-def count_table(test_sets: Mapping[str, list[dict]]) -> pd.DataFrame:
+def count_table(test_sets: Mapping[str, list[dict]], subsets: Sequence[str] = TABLE3_SUBSETS) -> pd.DataFrame:
     """Questions per set and subset: reported next to every accuracy."""
     rows = []
     for name, questions in test_sets.items():
         for subset, mask in evaluation.subset_masks(questions).items():
+            if subset not in subsets:
+                continue
             rows.append(dict(dataset=DATASET_LABELS.get(name, name), subset=SUBSET_LABELS.get(subset, subset),
                              questions=int(mask.sum())))
     return pd.DataFrame(rows)
@@ -70,7 +75,8 @@ class Evaluation:
 
 
 def evaluate_systems(systems: Sequence[str], test_sets: Mapping[str, list[dict]], text_of: Mapping[str, str],
-                     ks: Sequence[int], n_boot: int, seed: int, confidence: float, depth: int) -> Evaluation:
+                     ks: Sequence[int], n_boot: int, seed: int, confidence: float, depth: int,
+                     subsets: Sequence[str] = TABLE3_SUBSETS) -> Evaluation:
     """Score every system's run on every test set; a missing run file is an error, not a blank row."""
     tables, curves, hits = [], [], {}
     for system in systems:
@@ -78,11 +84,13 @@ def evaluate_systems(systems: Sequence[str], test_sets: Mapping[str, list[dict]]
             run_path = paths.run_file(system, name)
             if not run_path.is_file():
                 raise FileNotFoundError(f"{run_path}: no run for system '{system}' on '{name}' (run `dvc repro`)")
-            matrix = evaluation.hit_matrix(evaluation.read_trec_run(run_path), questions, text_of, k_max=depth)
+            matrix = evaluation.hit_matrix(evaluation.read_run(run_path), questions, text_of, k_max=depth)
             hits[(system, name)] = matrix
             tables.append(evaluation.accuracy_table(matrix, questions, ks, n_boot, seed, confidence, system, name))
             curves.append(_curve(matrix, questions, system, name))
-    return Evaluation(pd.concat(tables, ignore_index=True), pd.concat(curves, ignore_index=True), hits)
+    table, curves = pd.concat(tables, ignore_index=True), pd.concat(curves, ignore_index=True)
+    return Evaluation(table[table.subset.isin(subsets)].reset_index(drop=True),
+                      curves[curves.subset.isin(subsets)].reset_index(drop=True), hits)
 
 
 def _curve(matrix: np.ndarray, questions: list[dict], system: str, dataset: str) -> pd.DataFrame:
@@ -123,7 +131,10 @@ def paired_differences(ev: Evaluation, test_sets: Mapping[str, list[dict]], pair
         for name, questions in test_sets.items():
             frames.append(evaluation.paired_table(ev.hits[(a, name)], ev.hits[(b, name)], questions, ks, n_boot,
                                                   seed, a, b, name))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if not frames:
+        return pd.DataFrame()
+    paired = pd.concat(frames, ignore_index=True)
+    return paired[paired.subset.isin(ev.table.subset.unique())].reset_index(drop=True)
 
 
 def paper_comparison(table: pd.DataFrame) -> pd.DataFrame:

@@ -307,3 +307,16 @@ def test_read_trec_run_accepts_lines_out_of_order(tmp_path):
     path = tmp_path / "run.trec"
     path.write_text("q2 Q0 x 1 3 t\nq1 Q0 b 2 1.5 t\n\nq1 Q0 a 1 2 t\n")
     assert read_trec_run(path) == {"q2": [("x", 3.0)], "q1": [("a", 2.0), ("b", 1.5)]}
+
+
+def test_empty_rankings_survive_the_run_files(tmp_path):
+    from ecqg.evaluation import empty_rankings_file, read_run, write_run
+
+    path = tmp_path / "runs" / "nq.trec"
+    run = {"q1": [("p1", 2.0), ("p2", 1.0)], "q2": []}
+    write_run(path, run, tag="bm25")
+    assert read_run(path) == run
+    assert json.loads(empty_rankings_file(path).read_text()) == ["q2"]
+    empty_rankings_file(path).unlink()
+    with pytest.raises(RunError, match="missing"):
+        read_run(path)

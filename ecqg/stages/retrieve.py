@@ -9,7 +9,7 @@ import argparse
 import time
 
 from ecqg import config, paths
-from ecqg.evaluation import write_trec_run
+from ecqg.evaluation import write_run
 from ecqg.io import read_jsonl
 from ecqg.stages import log, timed_stage
 
@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
             start = time.perf_counter()
             run = search(queries, depth)
             seconds = time.perf_counter() - start
-            write_trec_run(paths.run_file(system, name), run, tag=system)
+            write_run(paths.run_file(system, name), run, tag=system)
+            figures[f"{name}_empty_rankings"] = sum(1 for ranking in run.values() if not ranking)
             figures[f"{name}_queries_per_s"] = round(len(queries) / max(seconds, 1e-9), 1)
             log.info("%s on %s: %d queries in %.1f s", system, name, len(queries), seconds)
     return 0
