@@ -15,7 +15,9 @@ NQ_DEV = PREPARED / "nq_dev.jsonl"
 BM25_INDEX = OUTPUTS / "indexes" / "bm25"
 TFIDF_INDEX = OUTPUTS / "indexes" / "tfidf"
 
-# Stage `distant_supervision`: NQ dev questions with BM25-mined positives, in DPR retriever-json format.
+# Stage `training_data`: the gold DPR training set in DPR retriever-json format (BM25 hard negatives):
+# annotated triples, and NQ dev questions with BM25-mined positives (distant supervision).
+GOLD_DPR = OUTPUTS / "train" / "gold_dpr.json"
 NQ_DEV_DISTANT = OUTPUTS / "train" / "nq_dev_distant.json"
 
 # Retrieval runs (TREC format): outputs/runs/<system>/<set>.trec

@@ -71,3 +71,26 @@ def test_bad_questions_are_named():
         distant_supervision([{"id": "q", "question": "x", "answers": "Paris"}], {"q": []}, BY_ID, progress=False)
     with pytest.raises(DataFormatError, match="has no BM25 run"):
         distant_supervision([{"id": "q", "question": "x", "answers": []}], {}, BY_ID, progress=False)
+
+
+def test_gold_records_take_the_annotated_positive_and_answer_free_negatives():
+    from ecqg.retrieval.distant import gold_training_records
+
+    passages = {
+        "p1": {"title": "Hamlet", "text": "Hamlet is a tragedy written by William Shakespeare."},
+        "p2": {"title": "Macbeth", "text": "Macbeth is a tragedy; Shakespeare wrote it around 1606."},
+        "p3": {"title": "Globe", "text": "The Globe Theatre was built in 1599 in London."},
+    }
+    triple = {"id": "t1", "question": "who wrote hamlet", "answer": "William Shakespeare", "answer_start": 31,
+              "passage_id": "p1", "title": "Hamlet", "text": passages["p1"]["text"], "source": "squad2-dev"}
+    run = {"t1": [("p1", 9.0), ("p2", 5.0), ("p3", 1.0)]}
+    records, stats = gold_training_records([triple], run, passages, n_hard=2, progress=False)
+    (record,) = records
+    assert record["positive_ctxs"][0]["passage_id"] == "p1"
+    # p2 mentions "Shakespeare" but not the answer "William Shakespeare": a valid hard negative, as in DPR.
+    assert [c["passage_id"] for c in record["hard_negative_ctxs"]] == ["p2", "p3"]
+    assert stats == {"triples_in": 1, "fewer_hard_negatives": 0, "n_hard": 2, "kept": 1}
+    records, stats = gold_training_records([triple], {"t1": [("p1", 9.0)]}, passages, n_hard=1, progress=False)
+    assert records[0]["hard_negative_ctxs"] == [] and stats["fewer_hard_negatives"] == 1
+    with pytest.raises(DataFormatError, match="has no BM25 run"):
+        gold_training_records([triple], {}, passages, progress=False)

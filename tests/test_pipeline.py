@@ -119,9 +119,10 @@ def test_smoke_dag_end_to_end(tmp_path):
     shown = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert any("text/html" in o.get("data", {}) for o in shown), "the executed notebook shows no table"
     assert any("image/png" in o.get("data", {}) for o in shown), "the executed notebook shows no figure"
-    for stage in ("prepare", "index_bm25", "index_tfidf", "retrieve_bm25", "retrieve_tfidf", "distant_supervision"):
+    for stage in ("prepare", "index_bm25", "index_tfidf", "retrieve_bm25", "retrieve_tfidf", "training_data"):
         assert json.loads((repo / f"outputs/metrics/stage_{stage}.json").read_text())["wall_time_s"] >= 0
     assert json.loads((repo / "outputs/train/nq_dev_distant.json").read_text())
+    assert len(json.loads((repo / "outputs/train/gold_dpr.json").read_text())) == 200
 
     second = _dvc(["repro"], repo)
     assert second.returncode == 0, second.stderr[-2000:]

@@ -116,3 +116,29 @@ def bm25_distant_supervision(questions: Sequence[Mapping], searcher, depth: int 
                           progress=kwargs.get("progress", True))
     return distant_supervision(questions, run, passages if passages is not None else searcher.passage,
                                depth=depth, n_hard=n_hard, **kwargs)
+
+
+def gold_training_records(triples: Sequence[Mapping], run: Run, passages: PassageLookup, n_hard: int = 1,
+                          where: str = "triples", progress: bool = True) -> tuple[list[dict], dict]:
+    """Annotated (question, passage, answer) triples -> DPR records with BM25 hard negatives.
+
+    The positive is the annotated passage (title and text inlined in the triple). Hard negatives are the top BM25
+    passages for the question that are not the positive and do not contain the answer (DPR's rule for its gold NQ
+    data). A triple whose question has no BM25 ranking is an error; one with fewer negatives is kept and counted.
+    """
+    lookup = _lookup_fn(passages)
+    corpus = TokenizedPassages(lambda pid: lookup(pid)["text"])
+    records, stats = [], {"triples_in": len(triples), "fewer_hard_negatives": 0, "n_hard": n_hard}
+    for i, t in enumerate(tqdm(triples, desc="gold hard negatives", unit="q", disable=not progress)):
+        if t["id"] not in run:
+            raise DataFormatError(where, i, "id", f"triple {t['id']!r} has no BM25 run")
+        answer_tokens = [dpr_tokens(t["answer"])]
+        negatives = [(pid, score) for pid, score in run[t["id"]]
+                     if pid != t["passage_id"] and not corpus.contains(pid, answer_tokens)][:n_hard]
+        stats["fewer_hard_negatives"] += len(negatives) < n_hard
+        records.append({"dataset": t["source"], "question": t["question"], "answers": [t["answer"]],
+                        "positive_ctxs": [{"title": t["title"], "text": t["text"], "passage_id": t["passage_id"]}],
+                        "negative_ctxs": [],
+                        "hard_negative_ctxs": [_ctx(lookup(pid), pid, score) for pid, score in negatives]})
+    stats["kept"] = len(records)
+    return records, stats
