@@ -64,12 +64,33 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "retrieval.depth": ((int,), _positive, "an integer > 0"),
     "distant.depth": ((int,), _positive, "an integer > 0"),
     "distant.hard_negatives": ((int,), _nonneg, "an integer >= 0"),
+    "dpr.base_model": ((str,), bool, "a model reference (bundled:minilm, a directory or a hub id)"),
+    "dpr.shared_encoders": ((bool,), None, "true or false"),
+    "dpr.pooling": ((str,), lambda v: v in ("cls", "mean"), "cls or mean"),
+    "dpr.query_max_length": ((int,), lambda v: 8 <= v <= 512, "an integer in [8, 512]"),
+    "dpr.passage_max_length": ((int,), lambda v: 16 <= v <= 512, "an integer in [16, 512]"),
+    "dpr.finetune.lr": ((float,), _positive, "a number > 0"),
+    "dpr.finetune.epochs": ((int,), _positive, "an integer > 0"),
+    "dpr.finetune.batch_size": ((int,), lambda v: v >= 2, "an integer >= 2 (in-batch negatives need two)"),
+    "dpr.finetune.hard_negatives": ((int,), _nonneg, "an integer >= 0"),
+    "dpr.finetune.warmup_ratio": ((int, float), lambda v: 0 <= v < 1, "a number in [0, 1)"),
+    "dpr.finetune.weight_decay": ((int, float), _nonneg, "a number >= 0"),
+    "dpr.finetune.max_steps": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
+    "dpr.finetune.grad_cache_chunk_size": ((int, type(None)), lambda v: v is None or v > 0,
+                                           "null or an integer > 0"),
+    "dpr.finetune.checkpoint_every": ((int,), _positive, "an integer > 0"),
+    "dpr.finetune.eval_every": ((int,), _positive, "an integer > 0"),
+    "dpr.finetune.max_examples": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
+    "dpr.finetune.heldout": ((int,), _positive, "an integer > 0"),
+    "dpr.encode.batch_size": ((int,), _positive, "an integer > 0"),
+    "dpr.index.kind": ((str,), lambda v: v in ("flat", "hnsw", "ivfpq"), "flat, hnsw or ivfpq"),
+    "dpr.index.params": ((dict,), None, "a mapping of FAISS settings (may be empty)"),
     "evaluation.ks": ((list,), _ks, "a sorted list of distinct positive integers"),
     "evaluation.bootstrap_samples": ((int,), lambda v: v >= 100, "an integer >= 100"),
     "evaluation.confidence": ((float,), _prob, "a number in (0, 1)"),
 }
 # Keys whose value is a mapping checked as a whole (their children are not separate rules).
-_LEAF_MAPPINGS = {"data.test_sets"}
+_LEAF_MAPPINGS = {"data.test_sets", "dpr.index.params"}
 
 
 def _flatten(tree: dict, prefix: str = "") -> dict[str, Any]:

@@ -1,10 +1,11 @@
 """Execute a numbered notebook headlessly with papermill, as a DVC stage.
 
-``python -m ecqg.notebook 06_results_and_attention_entropy [-p name value ...]`` runs
-``notebooks/<name>.ipynb`` with ``params_file=params.yaml`` injected, streams its output (so progress shows in the
-DVC log), writes the executed copy to ``outputs/notebooks/<name>.ipynb`` atomically (a failed run leaves the failing
-notebook next to it as ``<name>.failed.ipynb`` for inspection, never a file that looks complete) and records the wall
-time in ``outputs/metrics/stage_<name>.json``.
+``python -m ecqg.notebook 05_dpr_training [--tag baseline] [-p name value ...]`` runs ``notebooks/<name>.ipynb``
+with ``params_file=params.yaml`` (and the ``-p`` values) injected, streams its output so progress shows in the DVC
+log, writes the executed copy to ``outputs/notebooks/<name>[.<tag>].ipynb`` atomically (a failed run leaves the
+failing notebook next to it as ``<name>[.<tag>].failed.ipynb`` for inspection, never a file that looks complete) and
+records the wall time in ``outputs/metrics/stage_<name>[.<tag>].json``. A tag names one run of a notebook that DVC
+runs once per variant (``foreach``).
 """
 
 from __future__ import annotations
@@ -19,16 +20,22 @@ from ecqg.io import atomic_path
 from ecqg.stages import timed_stage
 
 
-def execute(name: str, extra: dict | None = None, params_file: str = str(config.PARAMS_FILE)) -> Path:
+def executed_name(name: str, tag: str | None = None) -> str:
+    return f"{name}.{tag}" if tag else name
+
+
+def execute(name: str, extra: dict | None = None, params_file: str = str(config.PARAMS_FILE),
+            tag: str | None = None) -> Path:
     import papermill
 
     source = paths.NOTEBOOKS_SRC / f"{name}.ipynb"
     if not source.is_file():
         raise FileNotFoundError(f"no notebook {source}")
     params = config.load(params_file)
-    target = paths.NOTEBOOKS_OUT / f"{name}.ipynb"
-    failed = target.with_suffix(".failed.ipynb")
-    with timed_stage(name, params):
+    run_name = executed_name(name, tag)
+    target = paths.NOTEBOOKS_OUT / f"{run_name}.ipynb"
+    failed = paths.NOTEBOOKS_OUT / f"{run_name}.failed.ipynb"
+    with timed_stage(run_name, params):
         with atomic_path(target) as tmp:
             try:
                 papermill.execute_notebook(
@@ -46,10 +53,14 @@ def execute(name: str, extra: dict | None = None, params_file: str = str(config.
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ecqg.notebook", description=__doc__.split("\n\n")[0])
     parser.add_argument("name", help="notebook name without .ipynb, e.g. 06_results_and_attention_entropy")
+    parser.add_argument("--tag", help="name of this run (a variant); also passed to the notebook as `variant`")
     parser.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="extra papermill parameter (string)")
     args = parser.parse_args(argv)
-    execute(args.name, dict(args.p))
+    extra = dict(args.p)
+    if args.tag:
+        extra.setdefault("variant", args.tag)
+    execute(args.name, extra, tag=args.tag)
     return 0
 
 

@@ -23,6 +23,11 @@ NQ_DEV_DISTANT = OUTPUTS / "train" / "nq_dev_distant.json"
 # Retrieval runs (TREC format): outputs/runs/<system>/<set>.trec
 RUNS = OUTPUTS / "runs"
 
+# Stage 05 (DPR training, one per variant) and `retrieve_dense`.
+MODELS = OUTPUTS / "models"                 # <variant>/: bi-encoder (safetensors) + history.jsonl
+CHECKPOINTS = OUTPUTS / "checkpoints"       # <variant>/<fingerprint>/: resumable state (DVC persist: true)
+DENSE_INDEXES = OUTPUTS / "indexes" / "dense"
+
 # Notebooks, figures, metrics.
 NOTEBOOKS_SRC = Path("notebooks")
 NOTEBOOKS_OUT = OUTPUTS / "notebooks"
@@ -36,6 +41,18 @@ def questions_file(test_set: str) -> Path:
 
 def run_file(system: str, test_set: str) -> Path:
     return RUNS / system / f"{test_set}.trec"
+
+
+def model_dir(variant: str) -> Path:
+    return MODELS / f"dpr_{variant}"
+
+
+def checkpoint_dir(variant: str) -> Path:
+    return CHECKPOINTS / f"dpr_{variant}"
+
+
+def dense_index_dir(variant: str) -> Path:
+    return DENSE_INDEXES / variant
 
 
 def stage_metrics(stage: str) -> Path:

@@ -70,3 +70,33 @@ def plot_accuracy_bars(table: pd.DataFrame, k: int, labels: Mapping[str, str] | 
 def panel_titles(panels: Sequence[tuple[str, str]], dataset_labels: Mapping[str, str],
                  subset_labels: Mapping[str, str]) -> dict[tuple[str, str], str]:
     return {(d, s): f"{dataset_labels.get(d, d)} {subset_labels.get(s, s)}" for d, s in panels}
+
+
+def plot_training_history(history: Sequence[Mapping], title: str = ""):
+    """Training loss per step (with a moving average) and the held-out validation curve (top-k in the pool, rank)."""
+    frame = pd.DataFrame(list(history))
+    fig, (ax_loss, ax_val) = plt.subplots(1, 2, figsize=(11, 3.6))
+    ax_loss.plot(frame.step, frame.loss, color="C0", alpha=0.35, label="loss per step")
+    window = max(1, len(frame) // 20)
+    ax_loss.plot(frame.step, frame.loss.rolling(window, min_periods=1).mean(), color="C0",
+                 label=f"moving average ({window} steps)")
+    ax_loss.set_xlabel("step")
+    ax_loss.set_ylabel("NLL (in-batch + hard negatives)")
+    ax_loss.legend(fontsize=8)
+    ax_loss.grid(alpha=0.3)
+    val = frame.dropna(subset=["val_top1"]) if "val_top1" in frame else frame.iloc[0:0]
+    for i, key in enumerate(("val_top1", "val_top5", "val_top20")):
+        if key in val:
+            ax_val.plot(val.step, 100 * val[key], marker="o", color=f"C{i + 1}", label=key.replace("val_", "held-out "))
+    ax_val.set_xlabel("step")
+    ax_val.set_ylabel("positive in top-k of the held-out pool (%)")
+    if "val_avg_rank" in val:
+        twin = ax_val.twinx()
+        twin.plot(val.step, val.val_avg_rank, color="grey", linestyle="--", label="average rank")
+        twin.set_ylabel("average rank of the positive", color="grey")
+    ax_val.legend(fontsize=8, loc="lower right")
+    ax_val.grid(alpha=0.3)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -38,7 +38,7 @@ def test_overlay_changes_only_what_the_preset_lists():
 def test_use_writes_params_and_round_trips_to_base(tmp_path, presets):
     target = tmp_path / "params.yaml"
     config.write_profile("smoke", target, presets)
-    assert config.load(target)["data"]["max_corpus_passages"] == 1500
+    assert config.load(target)["data"]["max_corpus_passages"] == 400
     config.write_profile("mini", target, presets)
     written = target.read_text().splitlines()
     assert written[1:] == (presets / "mini.yaml").read_text().splitlines()  # comments and formatting kept

@@ -36,13 +36,10 @@ def _declared_paths(stage, key):
 
 
 def test_every_output_path_is_one_of_ecqg_paths():
-    known = {str(v) for v in vars(paths).values() if isinstance(v, Path)}
+    known = {str(v) for v in vars(paths).values() if isinstance(v, Path) and v != paths.OUTPUTS}
     for name, stage in _expanded_stages():
         for out in _declared_paths(stage, "outs"):
-            system_run = out.startswith(str(paths.RUNS) + "/")
-            figures = out.startswith(str(paths.FIGURES) + "/")
-            notebook = out.startswith(str(paths.NOTEBOOKS_OUT) + "/")
-            assert out in known or system_run or figures or notebook, f"{name}: output {out} not in ecqg/paths.py"
+            assert any(out == k or out.startswith(k + "/") for k in known), f"{name}: {out} not in ecqg/paths.py"
         for metric in _declared_paths(stage, "metrics"):
             assert metric.startswith(str(paths.METRICS) + "/"), f"{name}: metric {metric} outside outputs/metrics"
 
@@ -107,7 +104,7 @@ def test_smoke_dag_end_to_end(tmp_path):
 
     table = json.loads((repo / "outputs/metrics/table3.json").read_text())
     assert table["setting"]["profile"] == "smoke"
-    for system in ("bm25", "tfidf"):
+    for system in ("bm25", "tfidf", "minilm_untrained", "dpr_baseline"):
         nq = table["accuracy"][system]["nq"]["all"]
         assert nq["n"] == 40
         assert 0 <= nq["top1"] <= nq["top5"] <= nq["top20"] <= nq["top100"] <= 100
@@ -119,13 +116,56 @@ def test_smoke_dag_end_to_end(tmp_path):
     shown = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert any("text/html" in o.get("data", {}) for o in shown), "the executed notebook shows no table"
     assert any("image/png" in o.get("data", {}) for o in shown), "the executed notebook shows no figure"
-    for stage in ("prepare", "index_bm25", "index_tfidf", "retrieve_bm25", "retrieve_tfidf", "training_data"):
+    for stage in ("prepare", "index_bm25", "index_tfidf", "retrieve_bm25", "retrieve_tfidf", "training_data",
+                  "05_dpr_training.baseline", "retrieve_dense_untrained", "retrieve_dense_baseline"):
         assert json.loads((repo / f"outputs/metrics/stage_{stage}.json").read_text())["wall_time_s"] >= 0
     assert json.loads((repo / "outputs/train/nq_dev_distant.json").read_text())
     assert len(json.loads((repo / "outputs/train/gold_dpr.json").read_text())) == 200
+    training = json.loads((repo / "outputs/metrics/dpr_baseline_training.json").read_text())
+    assert training["steps"] == 6 and training["train_examples"] == 64 and "val_avg_rank" in training
+    assert (repo / "outputs/models/dpr_baseline/query_encoder/model.safetensors").is_file()
 
     second = _dvc(["repro"], repo)
     assert second.returncode == 0, second.stderr[-2000:]
     assert "Running stage" not in second.stdout, second.stdout
     status = _dvc(["status"], repo)
     assert "up to date" in status.stdout, status.stdout
+
+
+def _checkpoints(repo: Path) -> list[Path]:
+    return sorted(repo.glob("outputs/checkpoints/dpr_baseline/*/checkpoints/checkpoint-*/state.json"))
+
+
+@pytest.mark.slow
+def test_killed_training_resumes_from_its_last_checkpoint(tmp_path):
+    """Kill `dvc repro` in the middle of DPR training (SIGKILL to the whole process group), run it again."""
+    import signal
+    import time
+
+    repo = _repo_copy(tmp_path / "repo")
+    config.write_profile("smoke", repo / "params.yaml", repo / "params")
+    prep = _dvc(["repro", "training_data"], repo)
+    assert prep.returncode == 0, prep.stderr[-3000:]
+
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "DVC_NO_ANALYTICS": "1", "PYTHONPATH": str(repo)}
+    proc = subprocess.Popen([sys.executable, "-m", "dvc", "repro", "dpr_training@baseline"], cwd=repo, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    while not _checkpoints(repo) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    saved = _checkpoints(repo)
+    assert saved, "training finished or failed before writing a checkpoint"
+    last = saved[-1].parent.name
+    assert int(last.split("-")[1]) < 6, "the run was not killed midway"
+    assert not (repo / "outputs/metrics/dpr_baseline_training.json").exists()
+
+    again = _dvc(["repro", "dpr_training@baseline"], repo)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    executed = (repo / "outputs/notebooks/05_dpr_training.baseline.ipynb").read_text()
+    assert f"resumed an interrupted run from" in executed and last in executed
+    history = [json.loads(line) for line in
+               (repo / "outputs/models/dpr_baseline/history.jsonl").read_text().splitlines()]
+    assert [h["step"] for h in history] == [1, 2, 3, 4, 5, 6]

@@ -1,0 +1,134 @@
+"""DPR in the pipeline: build the bi-encoder a variant starts from, train it on the gold data, retrieve with it.
+
+Notebook 05 (``train_variant``) and the ``retrieve_dense`` stage (``retrieve_all``) call these, so the notebook shows
+the steps without holding their logic. Checkpoints live under ``outputs/checkpoints/<variant>/<fingerprint>/``, a
+DVC output with ``persist: true``: DVC keeps it when it reruns a killed stage, so training resumes, and the
+fingerprint of the training settings makes a changed parameter start afresh instead of resuming a different run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from ecqg import paths
+from ecqg.data.dpr import read_dpr_retriever_json
+from ecqg.io import read_jsonl
+from ecqg.retrieval.biencoder import BiEncoder
+from ecqg.retrieval.train import TrainConfig, latest_checkpoint, split_records, train_biencoder
+
+log = logging.getLogger(__name__)
+
+UNTRAINED = "untrained"  # the base checkpoint, not fine-tuned: Table 3's "not fine-tuned" row
+
+
+def base_biencoder(params: Mapping) -> BiEncoder:
+    dpr = params["dpr"]
+    return BiEncoder.from_base(dpr["base_model"], shared=dpr["shared_encoders"], pooling=dpr["pooling"],
+                               query_max_length=dpr["query_max_length"],
+                               passage_max_length=dpr["passage_max_length"])
+
+
+def load_model(variant: str, params: Mapping) -> BiEncoder:
+    """The bi-encoder of a variant: the base checkpoint for ``untrained``, else the trained model of stage 05."""
+    if variant == UNTRAINED:
+        return base_biencoder(params)
+    directory = paths.model_dir(variant)
+    if not (directory / "bi_encoder.json").is_file():
+        raise FileNotFoundError(f"{directory}: no trained model for variant '{variant}' (run stage 05 first)")
+    return BiEncoder.load(directory)
+
+
+def gold_records(params: Mapping) -> dict[str, list[dict]]:
+    """The gold DPR training records by part, after the profile's seeded sub-sampling (``max_examples``)."""
+    parts = {"gold_triples": list(read_dpr_retriever_json(paths.GOLD_DPR)),
+             "nq_dev_distant": list(read_dpr_retriever_json(paths.NQ_DEV_DISTANT))}
+    limit = params["dpr"]["finetune"]["max_examples"]
+    total = sum(len(v) for v in parts.values())
+    if limit is None or limit >= total:
+        return parts
+    keep = set(random.Random(f"{params['seed']}-dpr-gold").sample(range(total), limit))
+    out, offset = {}, 0
+    for name, records in parts.items():
+        out[name] = [r for i, r in enumerate(records) if offset + i in keep]
+        offset += len(records)
+    return out
+
+
+def train_config(params: Mapping, phase: str = "finetune", seed: int | None = None) -> TrainConfig:
+    """TrainConfig from ``params.dpr.<phase>`` (keys that only steer data selection are left out)."""
+    settings = {k: v for k, v in params["dpr"][phase].items() if k not in ("max_examples", "heldout")}
+    return TrainConfig.from_dict({**settings, "seed": params["seed"] if seed is None else seed})
+
+
+def fingerprint(*parts: Any) -> str:
+    """A short, stable hash of JSON-able settings (names a run's checkpoint directory)."""
+    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def train_variant(variant: str, params: Mapping, progress: bool = True) -> dict:
+    """Train one variant on the gold data; save it to ``outputs/models/<variant>``. Returns history and counts.
+
+    ``baseline``: the base checkpoint fine-tuned on gold data only (the paper's DPR row).
+    """
+    if variant != "baseline":
+        raise ValueError(f"variant '{variant}' is not available yet; known: baseline")
+    records = [r for part in gold_records(params).values() for r in part]
+    train, heldout = split_records(records, params["dpr"]["finetune"]["heldout"], params["seed"])
+    config = train_config(params)
+    dpr = {k: v for k, v in params["dpr"].items() if k not in ("encode", "index")}
+    run_dir = paths.checkpoint_dir(variant) / fingerprint(dpr, params["seed"], len(train), len(heldout))
+    model = base_biencoder(params)
+    resumed_from = latest_checkpoint(run_dir / "checkpoints") if (run_dir / "checkpoints").is_dir() else None
+    if resumed_from is not None:
+        log.info("variant %s: resuming an interrupted run from %s", variant, resumed_from)
+    start = time.perf_counter()
+    history = train_biencoder(model, train, heldout, config, run_dir, resume=True, progress=progress)
+    seconds = time.perf_counter() - start
+    target = paths.model_dir(variant)
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(run_dir / "model", target)
+    shutil.copy2(run_dir / "history.jsonl", target / "history.jsonl")
+    return {"history": history, "train_examples": len(train), "heldout_examples": len(heldout),
+            "train_seconds": seconds, "run_dir": str(run_dir),
+            "resumed_from": None if resumed_from is None else str(resumed_from)}
+
+
+def retrieve_all(variant: str, params: Mapping, progress: bool = True) -> dict:
+    """Encode the corpus with a variant's passage encoder, index it with FAISS, search every test set."""
+    from ecqg.data.records import read_corpus
+    from ecqg.evaluation import write_run
+    from ecqg.retrieval import dense
+
+    settings = params["dpr"]
+    model = load_model(variant, params)
+    start = time.perf_counter()
+    ids, vectors = dense.encode_passages(model, read_corpus(paths.CORPUS), batch_size=settings["encode"]["batch_size"],
+                                         progress=progress)
+    encode_s = time.perf_counter() - start
+    index = dense.build_index(vectors, kind=settings["index"]["kind"], seed=params["seed"],
+                              **settings["index"]["params"])
+    dense.save_index(index, ids, paths.dense_index_dir(variant))
+    figures = {"passages": len(ids), "encode_s": round(encode_s, 1),
+               "passages_per_s": round(len(ids) / max(encode_s, 1e-9), 1)}
+    for name in params["data"]["test_sets"]:
+        questions = [q for _, q in read_jsonl(paths.questions_file(name))]
+        vectors_q = dense.encode_queries(model, [q["question"] for q in questions],
+                                         batch_size=settings["encode"]["batch_size"], progress=progress)
+        run = dense.search(index, ids, vectors_q, k=params["retrieval"]["depth"], qids=[q["id"] for q in questions],
+                           progress=progress)
+        write_run(paths.run_file(system_name(variant), name), run, tag=system_name(variant))
+    return figures
+
+
+def system_name(variant: str) -> str:
+    """Run directory name of a dense variant (``dpr_baseline``, ...; the base model is ``minilm_untrained``)."""
+    return "minilm_untrained" if variant == UNTRAINED else f"dpr_{variant}"

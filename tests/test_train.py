@@ -1,0 +1,304 @@
+"""DPR bi-encoder training on a tiny random BERT: loss, GradCache, kill-and-resume, checkpoints, validation."""
+
+import json
+import math
+
+import pytest
+import torch
+from transformers import AutoModel, AutoTokenizer, BertConfig
+
+from ecqg.errors import DataFormatError
+from ecqg.models import resolve_model
+from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
+from ecqg.retrieval.train import (
+    Batch, ContrastiveStep, TrainConfig, make_accelerator, check_records, contrastive_loss, epoch_batches,
+    evaluate_biencoder, latest_checkpoint, make_batch, ranking_metrics, sample_hard_negatives, split_records,
+    train_biencoder, validation_pool,
+)
+
+WORDS = ("apple banana cherry river mountain ocean guitar piano violin tiger lion eagle castle bridge tower "
+         "winter summer autumn copper silver golden doctor farmer sailor rocket planet comet pencil paper marble "
+         "forest desert island garden kitchen window").split()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The tiny model's ops are microseconds: intra-op threads only add contention on a shared 2-core box."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return AutoTokenizer.from_pretrained(resolve_model("bundled:minilm"))
+
+
+def tiny_biencoder(tokenizer, seed=0, dropout=0.1, shared=False, pooling="cls"):
+    """A 2-layer, 32-wide random BERT pair: fast enough to train a few dozen steps in a test."""
+    cfg = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=dropout,
+                     attention_probs_dropout_prob=dropout)
+    torch.manual_seed(seed)
+    query = AutoModel.from_config(cfg, attn_implementation="eager")
+    passage = query if shared else AutoModel.from_config(cfg, attn_implementation="eager")
+    return BiEncoder(query, passage, tokenizer, BiEncoderConfig("tiny-random", shared, pooling, 32, 32))
+
+
+def records(n=24, hard=2):
+    """Question i names word i; its positive is about word i; hard negatives are about other words.
+
+    Hard negatives come from words no question asks about, so no passage is both a positive and a negative.
+    """
+    out = []
+    for i in range(n):
+        w = WORDS[i % len(WORDS)]
+        others = [WORDS[-1 - (i + j) % 12] for j in range(hard)]
+        negs = [{"title": o, "text": f"a {o} was there", "passage_id": f"n{o}"} for o in others]
+        out.append({"question": f"where is the {w}", "answers": [w],
+                    "positive_ctxs": [{"title": w, "text": f"the {w} is here", "passage_id": f"p{i}"}],
+                    "negative_ctxs": [], "hard_negative_ctxs": negs})
+    return out
+
+
+def config(**kw):
+    base = dict(lr=3e-3, epochs=50, batch_size=8, hard_negatives=1, warmup_steps=2, max_grad_norm=1.0, seed=3,
+                checkpoint_every=None, eval_every=None, eval_batch_size=16, max_steps=8)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def grads(model):
+    return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_loss_decreases_on_an_easy_task(tokenizer, tmp_path):
+    # Mean pooling: a random 2-layer BERT's [CLS] needs far more steps to learn to look at the tokens.
+    model = tiny_biencoder(tokenizer, dropout=0.0, pooling="mean")
+    history = train_biencoder(model, records(), records(8), config(max_steps=30, lr=1e-2, warmup_steps=3), tmp_path,
+                              progress=False)
+    losses = [h["loss"] for h in history]
+    assert len(losses) == 30 and all(h["examples_per_s"] > 0 for h in history)
+    assert math.isclose(losses[0], math.log(16), rel_tol=0.2)  # 8 questions x (8 positives + 8 hard negatives)
+    assert sum(losses[-5:]) / 5 < 0.25 * sum(losses[:5]) / 5
+    assert {"val_avg_rank", "val_top1", "val_top5", "val_top20", "val_nll"} <= set(history[-1])
+    assert BiEncoder.load(tmp_path / "model").config.query_max_length == 32
+    lines = (tmp_path / "history.jsonl").read_text().splitlines()
+    assert [json.loads(line)["loss"] for line in lines] == losses
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_grad_cache_gradients_equal_plain_full_batch_gradients(tokenizer, shared):
+    accelerator = make_accelerator(config())
+    batch = make_batch(records(), list(range(7)), 1, seed=0, epoch=0)
+    # Dropout off: plain = one graph over the whole batch (padded once, not per chunk). float64, so that only a real
+    # difference, not float32 summation order, could break the tight tolerance.
+    model = tiny_biencoder(tokenizer, shared=shared).double().eval()
+    loss_plain = ContrastiveStep(model, accelerator, chunk_size=None).backward(batch)
+    plain = grads(model)
+    model.zero_grad(set_to_none=True)
+    loss_cached = ContrastiveStep(model, accelerator, chunk_size=3).backward(batch)
+    cached = grads(model)
+    assert loss_plain == pytest.approx(loss_cached, abs=1e-12)
+    assert plain.keys() == cached.keys() and len(plain) > 10
+    for name in plain:
+        torch.testing.assert_close(cached[name], plain[name], rtol=1e-9, atol=1e-12, msg=name)
+
+
+def test_grad_cache_restores_dropout_masks(tokenizer):
+    """Dropout on: GradCache == one graph over the same chunks, because step 3 replays step 1's RNG states."""
+    accelerator = make_accelerator(config())
+    batch = make_batch(records(), list(range(7)), 1, seed=0, epoch=0)
+    model = tiny_biencoder(tokenizer, dropout=0.3).double().train()
+    step = ContrastiveStep(model, accelerator, chunk_size=3)
+    torch.manual_seed(11)
+    q = torch.cat([model.encode_queries(t) for t in step._tokenized("query", batch, 3)])
+    p = torch.cat([model.encode_passages(t) for t in step._tokenized("passage", batch, 3)])
+    reference_loss = contrastive_loss(q, p, [len(q)], [len(p)])
+    reference_loss.backward()
+    reference = grads(model)
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(11)
+    assert step.backward(batch) == pytest.approx(reference_loss.item(), abs=1e-12)
+    cached = grads(model)
+    for name in reference:
+        torch.testing.assert_close(cached[name], reference[name], rtol=1e-9, atol=1e-12, msg=name)
+
+
+def test_killed_run_resumes_to_the_same_weights_and_history(tokenizer, tmp_path):
+    cfg = config(max_steps=9, checkpoint_every=2, keep_checkpoints=2, eval_every=4, grad_cache_chunk_size=4)
+    data, held = records(), records(8)
+    straight = tiny_biencoder(tokenizer)
+    expected = train_biencoder(straight, data, held, cfg, tmp_path / "a", progress=False)
+
+    def kill_after_step_5(entry):
+        if entry["step"] == 5:
+            raise KeyboardInterrupt("simulated kill")
+
+    with pytest.raises(KeyboardInterrupt):
+        train_biencoder(tiny_biencoder(tokenizer), data, held, cfg, tmp_path / "b", progress=False,
+                        callback=kill_after_step_5)
+    checkpoints = tmp_path / "b" / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["checkpoint-00000002", "checkpoint-00000004"]
+    resumed_model = tiny_biencoder(tokenizer, seed=99)  # different init: the checkpoint must overwrite it
+    resumed = train_biencoder(resumed_model, data, held, cfg, tmp_path / "b", progress=False)
+    assert [h["step"] for h in resumed] == list(range(1, 10))
+    assert [h["loss"] for h in resumed] == pytest.approx([h["loss"] for h in expected], rel=1e-5)
+    assert resumed[7]["val_avg_rank"] == pytest.approx(expected[7]["val_avg_rank"])
+    for (name, a), (_, b) in zip(straight.named_parameters(), resumed_model.named_parameters()):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_resume_refuses_a_changed_config(tokenizer, tmp_path):
+    data = records()
+    train_biencoder(tiny_biencoder(tokenizer), data, None, config(max_steps=2, checkpoint_every=2), tmp_path,
+                    progress=False)
+    with pytest.raises(ValueError, match="lr"):
+        train_biencoder(tiny_biencoder(tokenizer), data, None, config(max_steps=2, checkpoint_every=2, lr=1e-4),
+                        tmp_path, progress=False)
+
+
+def test_only_complete_checkpoints_are_picked_up(tokenizer, tmp_path):
+    train_biencoder(tiny_biencoder(tokenizer), records(), None, config(max_steps=4, checkpoint_every=2), tmp_path,
+                    progress=True)  # the tqdm path runs too
+    directory = tmp_path / "checkpoints"
+    good = directory / "checkpoint-00000004"
+    assert latest_checkpoint(directory) == good
+    assert {p.name for p in good.iterdir()} == {"model", "optimizer.pt", "scheduler.pt", "rng-0.pt", "state.json"}
+    partial = directory / ".checkpoint-00000006.tmp"          # a save killed before its rename
+    partial.mkdir()
+    (partial / "state.json").write_text("{}")
+    (directory / "checkpoint-00000008").mkdir()                # no state.json: never complete
+    assert latest_checkpoint(directory) == good
+    history = train_biencoder(tiny_biencoder(tokenizer), records(), None, config(max_steps=4, checkpoint_every=2),
+                              tmp_path, progress=False)
+    assert [h["step"] for h in history] == [1, 2, 3, 4]          # resumed at 4: nothing left to train
+    assert latest_checkpoint(tmp_path / "nowhere") is None
+
+
+def test_ranking_metrics_on_a_hand_made_case():
+    scores = torch.tensor([[3.0, 1.0, 2.0], [0.0, 5.0, 1.0], [1.0, 2.0, 3.0]])
+    positives = torch.tensor([2, 1, 0])
+    m = ranking_metrics(scores, positives)
+    assert m["val_avg_rank"] == pytest.approx((2 + 1 + 3) / 3)
+    assert m["val_top1"] == pytest.approx(1 / 3) and m["val_top5"] == 1.0 and m["val_top20"] == 1.0
+    nll = -torch.log_softmax(scores, 1)[torch.arange(3), positives].mean().item()
+    assert m["val_nll"] == pytest.approx(nll)
+    assert (m["val_questions"], m["val_pool"]) == (3, 3)
+
+
+def test_validation_pool_deduplicates_and_points_at_positives(tokenizer):
+    data = records(4, hard=2)  # positives p0..p3; hard negatives (window, kitchen), (kitchen, garden), ...
+    data[3]["hard_negative_ctxs"].append(dict(data[0]["positive_ctxs"][0]))  # a positive elsewhere is a negative
+    questions, pool, positives = validation_pool(data)
+    assert [c["passage_id"] for c in pool] == ["p0", "p1", "p2", "p3", "nwindow", "nkitchen", "ngarden", "nisland",
+                                               "ndesert"]
+    assert positives == [0, 1, 2, 3] and questions[2] == "where is the cherry"
+    metrics = evaluate_biencoder(tiny_biencoder(tokenizer), data, batch_size=3)
+    assert metrics["val_pool"] == 9 and 1 <= metrics["val_avg_rank"] <= 9
+
+
+def test_record_without_positive_is_named(tokenizer, tmp_path):
+    data = records(10)
+    data[3]["positive_ctxs"] = []
+    with pytest.raises(DataFormatError, match=r"record 3 \(question 'where is the river'\).*positive_ctxs"):
+        train_biencoder(tiny_biencoder(tokenizer), data, None, config(), tmp_path, progress=False)
+    with pytest.raises(DataFormatError, match="validation records, record 0"):
+        check_records([{"question": "q", "positive_ctxs": [{"title": "t"}]}], "validation records")
+
+
+def test_hard_negative_sampling_is_seeded_and_falls_back_to_fewer():
+    rec = records(1, hard=6)[0]
+    draws = {tuple(c["passage_id"] for c in sample_hard_negatives(rec, 2, seed=1, epoch=e, index=0)) for e in range(8)}
+    assert len(draws) > 1                                                     # changes with the epoch ...
+    assert sample_hard_negatives(rec, 2, 1, 3, 0) == sample_hard_negatives(rec, 2, 1, 3, 0)  # ... but is seeded
+    assert len(sample_hard_negatives(rec, 10, 1, 0, 0)) == 6
+    short = records(3, hard=1)
+    short[1]["hard_negative_ctxs"] = []
+    batch = make_batch(short, [0, 1, 2], 2, seed=0, epoch=0)  # wants 2 each; has 1, 0, 1
+    assert isinstance(batch, Batch) and len(batch.texts) == 3 + 1 + 0 + 1 and batch.missing_hard_negatives == 4
+    assert batch.texts[:3] == [r["positive_ctxs"][0]["text"] for r in short]
+
+
+def test_data_order_and_split_are_deterministic():
+    a, b = epoch_batches(20, 6, seed=4, epoch=1), epoch_batches(20, 6, seed=4, epoch=1)
+    assert [x.tolist() for x in a] == [x.tolist() for x in b] and len(a) == 3
+    assert [x.tolist() for x in a] != [x.tolist() for x in epoch_batches(20, 6, seed=4, epoch=2)]
+    assert len(epoch_batches(20, 6, 4, 1, drop_last=False)[-1]) == 2
+    data = records(30)
+    train, held = split_records(data, 0.2, seed=5)
+    assert (len(train), len(held)) == (24, 6) and split_records(data, 0.2, seed=5) == (train, held)
+    assert {r["question"] for r in train}.isdisjoint(r["question"] for r in held)
+    assert [data.index(r) for r in held] == sorted(data.index(r) for r in held)
+
+
+def test_config_is_validated():
+    with pytest.raises(ValueError, match="batch_size"):
+        TrainConfig(batch_size=0)
+    with pytest.raises(ValueError, match="unknown TrainConfig keys"):
+        TrainConfig.from_dict({"learning_rate": 1e-5})
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# two processes (gloo on CPU): the test file doubles as the torchrun worker
+
+
+def _distributed_worker(out_dir):
+    """Per rank: float64 gradients of its share of a global batch (GradCache, then summed), and a short training run."""
+    import os
+    from pathlib import Path
+
+    from ecqg.retrieval.train import all_reduce_gradients
+
+    torch.set_num_threads(1)
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model("bundled:minilm"))
+    accelerator = make_accelerator(config())
+    assert accelerator.num_processes == 2, accelerator.state
+    model = tiny_biencoder(tokenizer, dropout=0.0).double()
+    share = [[0, 1, 2, 3], [4, 5, 6]][accelerator.process_index]          # uneven on purpose
+    loss = ContrastiveStep(model, accelerator, chunk_size=2).backward(make_batch(records(), share, 2, 0, 0))
+    all_reduce_gradients([p for p in model.parameters()], accelerator)
+    if accelerator.is_main_process:
+        torch.save({"loss": loss, "grads": grads(model)}, Path(out_dir) / "grads.pt")
+    cfg = config(max_steps=3, checkpoint_every=3, grad_cache_chunk_size=3)
+    train_biencoder(tiny_biencoder(tokenizer, dropout=0.0), records(), records(8), cfg, Path(out_dir) / "run",
+                    progress=False)
+    assert os.environ["WORLD_SIZE"] == "2"
+
+
+def test_two_processes_match_one(tokenizer, tmp_path):
+    """Gathered negatives + summed gradients: two processes compute exactly the single-process global step."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, ACCELERATE_USE_CPU="1", OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           __file__, "--worker", str(tmp_path)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    model = tiny_biencoder(tokenizer, dropout=0.0).double()
+    accelerator = make_accelerator(config())
+    loss = ContrastiveStep(model, accelerator, chunk_size=None).backward(make_batch(records(), range(7), 2, 0, 0))
+    saved = torch.load(tmp_path / "grads.pt", weights_only=True)
+    assert saved["loss"] == pytest.approx(loss, abs=1e-12)
+    for name, grad in grads(model).items():
+        torch.testing.assert_close(saved["grads"][name], grad, rtol=1e-9, atol=1e-12, msg=name)
+
+    single = train_biencoder(tiny_biencoder(tokenizer, dropout=0.0), records(), records(8),
+                             config(max_steps=3, grad_cache_chunk_size=3), tmp_path / "single", progress=False)
+    run = tmp_path / "run"
+    history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    assert [h["loss"] for h in history] == pytest.approx([h["loss"] for h in single], abs=1e-5)
+    assert {p.name for p in (run / "checkpoints" / "checkpoint-00000003").glob("rng-*.pt")} == {"rng-0.pt", "rng-1.pt"}
+
+
+if __name__ == "__main__" and "--worker" in __import__("sys").argv:
+    import sys as _sys
+
+    _distributed_worker(_sys.argv[_sys.argv.index("--worker") + 1])
