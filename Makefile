@@ -32,6 +32,7 @@ repro: $(STAMP)
 	dvc repro
 
 test: $(STAMP)
+	$(VENV)/bin/ruff check --select F --output-format concise ecqg tests bench
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)

@@ -359,10 +359,11 @@ def write_trec_run(path: str | Path, run: Mapping[str, Sequence[tuple[str, float
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as out:
         for qid, ranking in run.items():
             _check_token(str(qid), "question id")
+            previous = math.inf
             for rank, (pid, score) in enumerate(ranking, start=1):
                 _check_token(str(pid), f"passage id (question '{qid}', rank {rank})")
                 score = float(score)
-                if math.isnan(score) or (rank > 1 and score > previous):
+                if math.isnan(score) or score > previous:
                     raise RunError(f"question '{qid}', rank {rank}: score {score} is NaN or above the score at "
                                    f"rank {rank - 1}; a run must be best first")
                 previous = score

@@ -95,3 +95,17 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             if not isinstance(record, dict):
                 raise DataFormatError(path, f"line {line_no}", None, "expected a JSON object")
             yield line_no, record
+
+
+def read_json(path: str | Path, expected: type, what: str) -> Any:
+    """Parse a whole JSON file; a syntax error or a top-level value of the wrong type names the file (and line)."""
+    from ecqg.errors import DataFormatError
+
+    with open_text(path) as handle:
+        try:
+            data = json.load(handle)
+        except json.JSONDecodeError as exc:
+            raise DataFormatError(path, f"line {exc.lineno}", None, f"not valid JSON ({exc.msg})") from None
+    if not isinstance(data, expected):
+        raise DataFormatError(path, None, None, f"expected {what}, got {type(data).__name__}")
+    return data

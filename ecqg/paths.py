@@ -8,7 +8,8 @@ OUTPUTS = Path("outputs")
 PREPARED = OUTPUTS / "data"
 CORPUS = PREPARED / "corpus.jsonl"
 QUESTIONS = PREPARED / "questions"          # <set>.jsonl per test set
-TRAIN_GOLD = PREPARED / "train_gold.jsonl"
+TRAIN_GOLD = PREPARED / "train_gold.jsonl"  # annotated triples (bundle), or...
+TRAIN_GOLD_DPR = PREPARED / "train_gold_dpr.json"  # ...DPR retriever-json given as input (paper: nq-train.json)
 NQ_DEV = PREPARED / "nq_dev.jsonl"
 
 # Stages `index_bm25`, `index_tfidf`.

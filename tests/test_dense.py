@@ -215,3 +215,21 @@ def test_dense_retrieve_end_to_end(model, passages, tmp_path):
         assert [[p for p, _ in r] for r in other.values()] == [[p for p, _ in r] for r in run.values()]
         np.testing.assert_allclose([[s for _, s in r] for r in other.values()],
                                    [[s for _, s in r] for r in run.values()], rtol=1e-5)
+
+
+def test_encode_shard_cli_splits_a_corpus_file_over_workers(model, passages, tmp_path):
+    """The paper-profile path: a saved model, a corpus file, one CLI call per shard, then the merged shards."""
+    from ecqg.io import write_jsonl
+    from ecqg.retrieval.encode_shard import main
+
+    model.save(tmp_path / "model")
+    write_jsonl(tmp_path / "corpus.jsonl.gz", passages)
+    for i in (1, 0):  # workers finish in any order
+        assert main(["--model", str(tmp_path / "model"), "--corpus", str(tmp_path / "corpus.jsonl.gz"),
+                     "--shard", str(i), "2", "--out", str(tmp_path / "emb"), "--batch-size", "8"]) == 0
+    ids, vectors = dense.load_shards(tmp_path / "emb")
+    ref_ids, ref = dense.encode_passages(model, passages, batch_size=8, progress=False)
+    assert ids == ref_ids
+    np.testing.assert_allclose(vectors, ref, atol=1e-5, rtol=1e-4)
+    with pytest.raises(SystemExit):
+        main(["--model", str(tmp_path / "model"), "--corpus", "x", "--shard", "2", "2", "--out", "y"])

@@ -165,7 +165,7 @@ def test_killed_training_resumes_from_its_last_checkpoint(tmp_path):
     again = _dvc(["repro", "dpr_training@baseline"], repo)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     executed = (repo / "outputs/notebooks/05_dpr_training.baseline.ipynb").read_text()
-    assert f"resumed an interrupted run from" in executed and last in executed
+    assert "resumed an interrupted run from" in executed and last in executed
     history = [json.loads(line) for line in
                (repo / "outputs/models/dpr_baseline/history.jsonl").read_text().splitlines()]
     assert [h["step"] for h in history] == [1, 2, 3, 4, 5, 6]

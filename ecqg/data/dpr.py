@@ -23,7 +23,7 @@ from typing import Any, Iterable, Iterator
 
 from ecqg.data.records import require, require_nonempty_str, require_str_list
 from ecqg.errors import DataFormatError
-from ecqg.io import atomic_path, open_text, read_jsonl
+from ecqg.io import atomic_path, open_text, read_json, read_jsonl
 
 CTX_LISTS = ("positive_ctxs", "negative_ctxs", "hard_negative_ctxs")
 
@@ -59,13 +59,7 @@ def validate_dpr_example(rec: Any, path: str | Path, index: int) -> dict[str, An
 
 def read_dpr_retriever_json(path: str | Path) -> Iterator[dict[str, Any]]:
     """Yield validated DPR retriever examples. The file is one JSON list, so it is parsed whole (as DPR does)."""
-    with open_text(path) as handle:
-        try:
-            data = json.load(handle)
-        except json.JSONDecodeError as exc:
-            raise DataFormatError(path, f"line {exc.lineno}", None, f"not valid JSON ({exc.msg})") from None
-    if not isinstance(data, list):
-        raise DataFormatError(path, None, None, f"expected a JSON list of examples, got {type(data).__name__}")
+    data = read_json(path, list, "a JSON list of examples")
     for i, rec in enumerate(data):
         yield validate_dpr_example(rec, path, i)
 

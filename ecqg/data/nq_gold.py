@@ -16,25 +16,18 @@ annotated document. :func:`detokenize` is used only where no clean LitM text of 
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Iterator
 
 from ecqg.data.records import require, require_nonempty_str, require_str_list
 from ecqg.errors import DataFormatError
-from ecqg.io import open_text, read_jsonl
+from ecqg.io import read_json, read_jsonl
 
 
 def read_power_of_noise(path: str | Path) -> Iterator[dict[str, Any]]:
     """Yield ``{"question", "answers", "text", "example_id", "idx_gold_in_corpus"}`` from PoN's test_dataset.json."""
-    with open_text(path) as handle:
-        try:
-            data = json.load(handle)
-        except json.JSONDecodeError as exc:
-            raise DataFormatError(path, f"line {exc.lineno}", None, f"not valid JSON ({exc.msg})") from None
-    if not isinstance(data, list):
-        raise DataFormatError(path, None, None, f"expected a JSON list, got {type(data).__name__}")
+    data = read_json(path, list, "a JSON list")
     for i, rec in enumerate(data):
         yield {
             "question": require_nonempty_str(rec, "question", path, i).strip(),

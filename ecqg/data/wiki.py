@@ -14,14 +14,13 @@
 from __future__ import annotations
 
 import csv
-import json
 import sys
 from pathlib import Path
 from typing import Any, Iterator
 
 from ecqg.data.records import require, require_nonempty_str
 from ecqg.errors import DataFormatError
-from ecqg.io import open_text, read_jsonl
+from ecqg.io import open_text, read_json, read_jsonl
 
 PSGS_HEADER = ["id", "text", "title"]
 
@@ -83,13 +82,7 @@ def read_json_collection(path: str | Path) -> Iterator[dict[str, str]]:
 
 def read_vital_articles(path: str | Path) -> list[dict[str, Any]]:
     """Return the Vital-Articles summaries as a list of ``{key, title, extract, description, topic}`` in file order."""
-    with open_text(path) as handle:
-        try:
-            data = json.load(handle)
-        except json.JSONDecodeError as exc:
-            raise DataFormatError(path, f"line {exc.lineno}", None, f"not valid JSON ({exc.msg})") from None
-    if not isinstance(data, dict):
-        raise DataFormatError(path, None, None, f"expected an object {{title: summary}}, got {type(data).__name__}")
+    data = read_json(path, dict, "an object {title: summary}")
     out = []
     for key, rec in data.items():
         where = f"article {key!r}"

@@ -19,7 +19,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from ecqg.io import atomic_path
-from ecqg.models import resolve_model
+from ecqg.models import from_pretrained
 
 CONFIG_FILE = "bi_encoder.json"
 POOLINGS = ("cls", "mean")
@@ -48,10 +48,9 @@ class BiEncoder(torch.nn.Module):
     def from_base(cls, ref: str, shared: bool = False, pooling: str = "cls", query_max_length: int = 64,
                   passage_max_length: int = 256, **model_kwargs) -> "BiEncoder":
         """Both encoders from one checkpoint (``ref``: hub id, directory or ``bundled:minilm``)."""
-        path = resolve_model(ref)
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        query = AutoModel.from_pretrained(path, **model_kwargs)
-        passage = query if shared else AutoModel.from_pretrained(path, **model_kwargs)
+        tokenizer = from_pretrained(AutoTokenizer, ref)
+        query = from_pretrained(AutoModel, ref, **model_kwargs)
+        passage = query if shared else from_pretrained(AutoModel, ref, **model_kwargs)
         return cls(query, passage, tokenizer,
                    BiEncoderConfig(ref, shared, pooling, query_max_length, passage_max_length))
 

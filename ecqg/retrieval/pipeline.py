@@ -14,7 +14,6 @@ import logging
 import random
 import shutil
 import time
-from pathlib import Path
 from typing import Any, Mapping
 
 from ecqg import paths

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Iterator
 
 from ecqg import config, paths
 from ecqg.data import records
-from ecqg.data.dpr import read_qas
+from ecqg.data.dpr import read_dpr_retriever_json, read_qas, write_dpr_retriever_json
 from ecqg.errors import DataFormatError
 from ecqg.io import read_jsonl, write_jsonl
 from ecqg.stages import log, timed_stage
@@ -82,6 +82,11 @@ def corpus_sample(ids: list[str], required: set[str], limit: int | None, seed: s
     return required | {others[i] for i in sample_indices(len(others), room, seed)}
 
 
+def is_dpr_retriever_json(path: str | Path) -> bool:
+    """DPR's training files (``nq-train.json``) are one JSON list; the bundle's triples are jsonl."""
+    return Path(path).name.endswith((".json", ".json.gz"))
+
+
 def load_nq_dev(path: str | Path) -> list[dict[str, Any]]:
     path = Path(path)
     if _is_bundle_jsonl(path):
@@ -109,7 +114,8 @@ def main() -> int:
             test_sets[name] = kept
             log.info("test set %s: %d of %d questions", name, len(kept), len(questions))
 
-        triple_ids = {t["passage_id"] for t in records.read_train_gold(data["train_gold"])}
+        dpr_input = is_dpr_retriever_json(data["train_gold"])
+        triple_ids = set() if dpr_input else {t["passage_id"] for t in records.read_train_gold(data["train_gold"])}
         ids, triple_passages = scan_corpus(data["corpus"], triple_ids)
         required = {pid for qs in test_sets.values() for q in qs for pid in q["gold_ids"]}
         missing = sorted(required - set(ids))
@@ -119,7 +125,10 @@ def main() -> int:
         keep = corpus_sample(ids, required, data["max_corpus_passages"], f"{seed}-corpus")
         corpus = (p for p in records.read_corpus(data["corpus"]) if keep is None or p["id"] in keep)
 
-        triples = load_train_gold(data["train_gold"], triple_passages)
+        # Gold training data: annotated triples (bundle) or DPR retriever-json (paper: passages and BM25 hard
+        # negatives are already inside each record, so they are passed through as they are).
+        triples = (list(read_dpr_retriever_json(data["train_gold"])) if dpr_input
+                   else load_train_gold(data["train_gold"], triple_passages))
         triples = [triples[i] for i in sample_indices(len(triples), data["max_train_triples"], f"{seed}-train")]
         nq_dev = load_nq_dev(data["nq_dev"])
         nq_dev = [nq_dev[i] for i in sample_indices(len(nq_dev), data["max_nq_dev"], f"{seed}-nq-dev")]
@@ -128,7 +137,9 @@ def main() -> int:
         write_jsonl(paths.CORPUS, _counted(corpus, by_source, "source"))
         for name, questions in test_sets.items():
             write_jsonl(paths.questions_file(name), questions)
-        write_jsonl(paths.TRAIN_GOLD, triples)
+        # Both files always exist (DVC tracks both); the one that does not apply is empty.
+        write_dpr_retriever_json(paths.TRAIN_GOLD_DPR, triples if dpr_input else [])
+        write_jsonl(paths.TRAIN_GOLD, [] if dpr_input else triples)
         write_jsonl(paths.NQ_DEV, nq_dev)
 
         figures.update(
@@ -137,7 +148,8 @@ def main() -> int:
             questions={name: len(qs) for name, qs in test_sets.items()},
             nq_subsets=dict(sorted(Counter(s for q in test_sets.get("nq", []) for s in q["subsets"]).items())),
             train_triples=len(triples),
-            train_by_source=dict(sorted(Counter(t["source"] for t in triples).items())),
+            train_format="dpr-retriever-json" if dpr_input else "triples",
+            train_by_source=dict(sorted(Counter(t.get("source", t.get("dataset", "dpr")) for t in triples).items())),
             nq_dev_questions=len(nq_dev),
         )
         log.info("prepared %s", figures)

@@ -1,13 +1,14 @@
 """Stage `training_data`: the gold DPR training set, in DPR retriever-json (``outputs/train/``).
 
 Two parts, both with BM25 hard negatives (DPR's recipe):
-- ``gold_dpr.json``: the annotated (question, passage, answer) triples; positive = the annotated passage.
+- ``gold_dpr.json``: the annotated (question, passage, answer) triples; positive = the annotated passage. When the
+  input is already DPR retriever-json (the paper profile's ``nq-train.json``), its records are passed through.
 - ``nq_dev_distant.json``: NQ dev questions, which have no annotated passage here; positive = the highest-ranked BM25
   passage containing an answer (questions without one are dropped and counted).
 """
 
 from ecqg import config, paths
-from ecqg.data.dpr import write_dpr_retriever_json
+from ecqg.data.dpr import read_dpr_retriever_json, write_dpr_retriever_json
 from ecqg.data.records import read_corpus, read_nq_dev
 from ecqg.io import read_jsonl
 from ecqg.retrieval.bm25 import BM25Searcher
@@ -29,14 +30,18 @@ def main() -> int:
         write_dpr_retriever_json(paths.NQ_DEV_DISTANT, records)
         figures["nq_dev_distant"] = stats
 
-        triples = [t for _, t in read_jsonl(paths.TRAIN_GOLD)]
-        # Search deep enough to find hard negatives past the positive and answer-bearing passages.
-        run = searcher.search({t["id"]: t["question"] for t in triples}, k=distant["depth"],
-                              threads=bm25["threads"])
-        records, stats = gold_training_records(triples, run, passages, n_hard=distant["hard_negatives"],
-                                               where=str(paths.TRAIN_GOLD))
+        records = list(read_dpr_retriever_json(paths.TRAIN_GOLD_DPR))
+        if records:  # DPR's own training file (prepare wrote it): positives and hard negatives included
+            figures["gold"] = {"records": len(records), "source": "dpr-retriever-json input, passed through"}
+        else:
+            triples = [t for _, t in read_jsonl(paths.TRAIN_GOLD)]
+            # Search deep enough to find hard negatives past the positive and answer-bearing passages.
+            run = searcher.search({t["id"]: t["question"] for t in triples}, k=distant["depth"],
+                                  threads=bm25["threads"])
+            records, figures["gold"] = gold_training_records(triples, run, passages,
+                                                             n_hard=distant["hard_negatives"],
+                                                             where=str(paths.TRAIN_GOLD))
         write_dpr_retriever_json(paths.GOLD_DPR, records)
-        figures["gold"] = stats
     return 0
 
 

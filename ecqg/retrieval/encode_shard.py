@@ -1,0 +1,48 @@
+"""Encode one shard of a corpus with a trained passage encoder: the unit of work for a 21M-passage corpus.
+
+Run one process per shard (on as many machines as you have), then merge and index::
+
+    python -m ecqg.retrieval.encode_shard --model outputs/models/dpr_baseline \\
+        --corpus downloads/data/wikipedia_split/psgs_w100.tsv --total 21015324 --shard $I 50 --out embeddings/
+    python -c "from ecqg.retrieval import dense; dense.merge_shards('embeddings/', 'embeddings/merged')"
+
+Each worker streams only its contiguous slice; ``--total`` (count once with ``dense.count_passages``) spares every
+worker a counting pass. The shard directory appears atomically, so a killed worker leaves nothing that looks done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ecqg.data.records import read_corpus
+from ecqg.retrieval import dense
+from ecqg.retrieval.biencoder import BiEncoder
+from ecqg.stages import setup_logging
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ecqg.retrieval.encode_shard", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="a bi-encoder directory saved by BiEncoder.save")
+    parser.add_argument("--corpus", required=True, help="bundle jsonl, psgs_w100.tsv or a pyserini JsonCollection")
+    parser.add_argument("--shard", nargs=2, type=int, required=True, metavar=("I", "N"), help="shard I of N (0-based)")
+    parser.add_argument("--total", type=int, help="number of passages in the corpus (counted if omitted)")
+    parser.add_argument("--out", required=True, help="directory that receives shard-0000I-of-0000N/")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--dtype", choices=dense.DTYPES, default="float32")
+    parser.add_argument("--device", default="cuda" if dense.torch.cuda.is_available() else "cpu")
+    args = parser.parse_args(argv)
+    setup_logging()
+    i, n = args.shard
+    if not 0 <= i < n:
+        parser.error(f"--shard {i} {n}: need 0 <= I < N")
+    model = BiEncoder.load(args.model).to(args.device)
+    total = args.total if args.total is not None else dense.count_passages(args.corpus)
+    target = dense.write_shard(model, read_corpus(args.corpus), args.out, shard=(i, n), total=total,
+                               batch_size=args.batch_size, dtype=args.dtype)
+    print(target)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
