@@ -29,6 +29,12 @@ MODELS = OUTPUTS / "models"                 # <variant>/: bi-encoder (safetensor
 CHECKPOINTS = OUTPUTS / "checkpoints"       # <variant>/<fingerprint>/: resumable state (DVC persist: true)
 DENSE_INDEXES = OUTPUTS / "indexes" / "dense"
 
+# Stage 01 (attention-bias study): per-passage lowest-attended entities, the input of conditioned QG.
+ATTENTION = OUTPUTS / "attention"
+QG_ENTITIES = ATTENTION / "low_attention_entities.jsonl"
+ATTENTION_PASSAGES = ATTENTION / "passages.jsonl"        # per passage and encoder: entropy, sentence shares
+ATTENTION_ENTITIES = ATTENTION / "entities.jsonl"        # per entity and encoder: attention, position
+
 # Notebooks, figures, metrics.
 NOTEBOOKS_SRC = Path("notebooks")
 NOTEBOOKS_OUT = OUTPUTS / "notebooks"

@@ -100,3 +100,107 @@ def plot_training_history(history: Sequence[Mapping], title: str = ""):
         fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+# ------------------------------------------------------------------------------------------------ attention study
+def _wrap_words(words: Sequence[str], width: int) -> list[list[int]]:
+    """Greedy line breaking of word indices at ``width`` characters (monospace layout, so no renderer is needed)."""
+    lines: list[list[int]] = [[]]
+    used = 0
+    for i, w in enumerate(words):
+        need = len(w) + (1 if lines[-1] else 0)
+        if lines[-1] and used + need > width:
+            lines.append([])
+            used, need = 0, len(w)
+        lines[-1].append(i)
+        used += need
+    return lines
+
+
+def plot_attention_heatmap(words: Sequence[str], weights: Sequence[float],
+                           highlight_spans: Sequence[tuple[int, int]] = (), title: str = "", width: int = 90,
+                           cmap: str = "Reds", fontsize: float = 9):
+    """Figure 1 of the paper: [CLS] attention over the words of one passage, wrapped in lines.
+
+    ``weights`` are per word (word pieces already summed, e.g. ``ecqg.attention.word_attention``);
+    ``highlight_spans`` are ``[first, last + 1)`` word-index ranges (entities) drawn bold and outlined.
+    """
+    weights = np.asarray(weights, dtype=float)
+    bold = np.zeros(len(words), dtype=bool)
+    for a, b in highlight_spans:
+        bold[a:b] = True
+    lines = _wrap_words(words, width)
+    char_in, line_in, margin, bar_in = 0.602 * fontsize / 72, 2.1 * fontsize / 72, 0.25, 0.9
+    fig_w, fig_h = width * char_in + 2 * margin + bar_in, len(lines) * line_in + 2 * margin + 0.3
+    fig = plt.figure(figsize=(fig_w, fig_h))
+    ax = fig.add_axes([margin / fig_w, margin / fig_h, width * char_in / fig_w, len(lines) * line_in / fig_h])
+    ax.set_xlim(0, width)
+    ax.set_ylim(len(lines), 0)
+    norm = plt.Normalize(0.0, max(float(weights.max()) if weights.size else 0.0, 1e-12))
+    colors = plt.get_cmap(cmap)
+    for row, line in enumerate(lines):
+        col = 0
+        for i in line:
+            shade = norm(weights[i])
+            ax.text(col, row + 0.5, words[i], family="monospace", fontsize=fontsize, va="center", ha="left",
+                    weight="bold" if bold[i] else "normal", color="white" if shade > 0.6 else "black",
+                    bbox={"boxstyle": "square,pad=0.12", "facecolor": colors(norm(weights[i])),
+                          "edgecolor": "black" if bold[i] else "none", "linewidth": 0.8})
+            col += len(words[i]) + 1
+    ax.set_axis_off()
+    cax = fig.add_axes([(fig_w - bar_in + 0.15) / fig_w, margin / fig_h, 0.12 / fig_w, len(lines) * line_in / fig_h])
+    fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=colors), cax=cax, label="[CLS] attention")
+    if title:
+        ax.set_title(title, fontsize=10, loc="left")
+    return fig
+
+
+def _binned_means(frame: pd.DataFrame, bins: np.ndarray, n_boot: int, seed: int) -> pd.DataFrame:
+    from ecqg.evaluation import bootstrap_ci
+
+    which = np.clip(np.digitize(frame.relative_position, bins) - 1, 0, len(bins) - 2)
+    rows = []
+    for b in range(len(bins) - 1):
+        values = frame.attention.to_numpy()[which == b]
+        lo, hi = bootstrap_ci(values[:, None], n_boot=n_boot, seed=seed)
+        rows.append({"center": (bins[b] + bins[b + 1]) / 2, "mean": values.mean() if values.size else np.nan,
+                     "low": lo[0], "high": hi[0], "n": values.size})
+    return pd.DataFrame(rows)
+
+
+def plot_entity_position(tables: Mapping[str, pd.DataFrame], bins: int = 10, n_boot: int = 1000, seed: int = 0):
+    """Entity attention against relative position in the passage (binned means, 95% bootstrap CIs), one panel per
+    encoder (``tables``: label -> entity table with ``relative_position``, ``attention``, optional ``eligible``)."""
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    fig, axes = plt.subplots(1, len(tables), figsize=(4.4 * len(tables), 3.4), squeeze=False, sharey=True)
+    for i, (ax, (label, frame)) in enumerate(zip(axes.flat, tables.items())):
+        if "eligible" in frame:
+            frame = frame[frame.eligible.astype(bool)]
+        frame = frame[np.isfinite(frame.attention)]
+        stats = _binned_means(frame, edges, n_boot, seed)
+        err = np.vstack([stats["mean"] - stats.low, stats.high - stats["mean"]])
+        ax.errorbar(stats.center, stats["mean"], yerr=err, fmt="o-", color=f"C{i}", capsize=2, markersize=4)
+        ax.axvline(0.5, color="grey", linestyle=":", linewidth=1)
+        ax.set_title(f"{label} (n={len(frame)} entities)", fontsize=10)
+        ax.set_xlabel("relative position of the entity (start / passage length)")
+        ax.grid(alpha=0.3)
+    axes[0, 0].set_ylabel("[CLS] attention on the entity")
+    fig.tight_layout()
+    return fig
+
+
+def plot_entropy_hist(entropies: Mapping[str, Sequence[float]], bins: int = 40):
+    """Overlaid histograms of per-passage attention entropy (nats) for several encoders, means marked."""
+    fig, ax = plt.subplots(figsize=(5.6, 3.4))
+    values = {k: np.asarray(v, dtype=float)[np.isfinite(np.asarray(v, dtype=float))] for k, v in entropies.items()}
+    everything = np.concatenate([v for v in values.values() if v.size] or [np.zeros(1)])
+    edges = np.histogram_bin_edges(everything, bins=bins)
+    for i, (label, v) in enumerate(values.items()):
+        ax.hist(v, bins=edges, color=f"C{i}", alpha=0.35, label=f"{label} (mean {v.mean():.2f}, n={v.size})")
+        ax.axvline(v.mean(), color=f"C{i}", linestyle="--", linewidth=1)
+    ax.set_xlabel("token-level attention entropy (nats, text pieces)")
+    ax.set_ylabel("passages")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig

@@ -117,13 +117,22 @@ def test_smoke_dag_end_to_end(tmp_path):
     assert any("text/html" in o.get("data", {}) for o in shown), "the executed notebook shows no table"
     assert any("image/png" in o.get("data", {}) for o in shown), "the executed notebook shows no figure"
     for stage in ("prepare", "index_bm25", "index_tfidf", "retrieve_bm25", "retrieve_tfidf", "training_data",
-                  "05_dpr_training.baseline", "retrieve_dense_untrained", "retrieve_dense_baseline"):
+                  "05_dpr_training.baseline", "retrieve_dense_untrained", "retrieve_dense_baseline",
+                  "01_attention_bias"):
         assert json.loads((repo / f"outputs/metrics/stage_{stage}.json").read_text())["wall_time_s"] >= 0
     assert json.loads((repo / "outputs/train/nq_dev_distant.json").read_text())
     assert len(json.loads((repo / "outputs/train/gold_dpr.json").read_text())) == 200
     training = json.loads((repo / "outputs/metrics/dpr_baseline_training.json").read_text())
     assert training["steps"] == 6 and training["train_examples"] == 64 and "val_avg_rank" in training
     assert (repo / "outputs/models/dpr_baseline/query_encoder/model.safetensors").is_file()
+    bias = json.loads((repo / "outputs/metrics/attention_bias.json").read_text())
+    assert bias["sampling"]["sampled"] == 60 and bias["sampling"]["excluded_test_gold"] > 0
+    for encoder in ("dpr_baseline", "untrained"):
+        assert 0 < bias["encoders"][encoder]["mean_entropy"] < 6
+    entities = [json.loads(line) for line in (repo / "outputs/attention/low_attention_entities.jsonl").open()]
+    assert all(len(r["entities"]) == 3 for r in entities)
+    attention_nb = nbformat.read(repo / "outputs/notebooks/01_attention_bias.ipynb", as_version=4)
+    assert any("image/png" in o.get("data", {}) for c in attention_nb.cells for o in c.get("outputs", []))
 
     second = _dvc(["repro"], repo)
     assert second.returncode == 0, second.stderr[-2000:]

@@ -27,11 +27,12 @@ log = logging.getLogger(__name__)
 UNTRAINED = "untrained"  # the base checkpoint, not fine-tuned: Table 3's "not fine-tuned" row
 
 
-def base_biencoder(params: Mapping) -> BiEncoder:
+def base_biencoder(params: Mapping, **model_kwargs) -> BiEncoder:
+    """The bi-encoder every variant starts from (``model_kwargs``: e.g. ``attn_implementation="eager"``)."""
     dpr = params["dpr"]
     return BiEncoder.from_base(dpr["base_model"], shared=dpr["shared_encoders"], pooling=dpr["pooling"],
                                query_max_length=dpr["query_max_length"],
-                               passage_max_length=dpr["passage_max_length"])
+                               passage_max_length=dpr["passage_max_length"], **model_kwargs)
 
 
 def load_model(variant: str, params: Mapping) -> BiEncoder:

@@ -1,0 +1,82 @@
+"""Stage 01 in the pipeline: which passages to study, which one to draw, and what QG receives.
+
+Notebook 01 calls these around :func:`ecqg.attention.analyze_passages`, which does the measuring.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ecqg import paths
+from ecqg.attention import AttentionStudy, select_entities
+from ecqg.data.records import read_corpus
+from ecqg.io import read_jsonl
+
+# The paper's reported position bias of its DPR passage encoder (Section 3).
+PAPER_POSITION_BIAS = {"highest_first_half": 0.65, "lowest_second_half": 0.60}
+
+
+def test_gold_ids(test_sets: Mapping[str, str]) -> set[str]:
+    """Gold passage ids of every prepared test set (NQ carries them)."""
+    return {pid for name in test_sets for _, q in read_jsonl(paths.questions_file(name)) for pid in q["gold_ids"]}
+
+
+def sample_passages(params: Mapping) -> tuple[list[dict], dict]:
+    """A seeded sample of corpus passages; optionally without the test sets' gold passages (a leak guard: synthetic
+    questions are later generated on these passages). Returns the sample and what was excluded."""
+    settings = params["attention"]
+    excluded = test_gold_ids(params["data"]["test_sets"]) if settings["exclude_test_gold"] else set()
+    pool = [p for p in read_corpus(paths.CORPUS) if p["id"] not in excluded]
+    size = min(settings["sample_passages"], len(pool))
+    chosen = sorted(random.Random(f"{params['seed']}-attention").sample(range(len(pool)), size))
+    return [pool[i] for i in chosen], {"pool": len(pool), "excluded_test_gold": len(excluded), "sampled": size}
+
+
+def pick_example(selection: pd.DataFrame, passage_id: str | None = None) -> str:
+    """The passage drawn as Figure 1: the one named in params, else the passage that shows the bias most plainly
+    (highest-attended entity earliest, lowest-attended entity latest, ties by id)."""
+    if passage_id is not None:
+        if passage_id not in set(selection.passage_id):
+            raise ValueError(f"attention.example_passage '{passage_id}' is not among the studied passages with "
+                             "enough entities; pick one of the ids in the selection table")
+        return passage_id
+    high = selection[selection.role == "highest"].set_index("passage_id").relative_position
+    low = selection[(selection.role == "lowest") & (selection["rank"] == 1)].set_index("passage_id").relative_position
+    gap = (low.reindex(high.index) - high).dropna()
+    return str(gap[gap == gap.max()].sort_index().index[0])
+
+
+def qg_entities(selection: pd.DataFrame, passages: list[dict]) -> list[dict]:
+    """Per passage, its lowest-attended entities (ascending attention) with spans and scores: the input of the
+    entity-conditioned question generator (stage 02)."""
+    by_id = {p["id"]: p for p in passages}
+    out = []
+    for pid, group in selection[selection.role == "lowest"].groupby("passage_id", sort=False):
+        passage = by_id[pid]
+        out.append({"passage_id": pid, "title": passage["title"], "text": passage["text"],
+                    "n_entities": int(group.n_entities.iloc[0]),
+                    "entities": [{"entity": r.entity, "label": r.label, "start_char": int(r.start_char),
+                                  "end_char": int(r.end_char), "attention": float(r.attention), "rank": int(r.rank)}
+                                 for r in group.sort_values("rank").itertuples()]})
+    return out
+
+
+def summary(study: AttentionStudy, selection: pd.DataFrame, bias: Mapping) -> dict:
+    """The figures the notebook reports per encoder (and writes to the metrics file)."""
+    p = study.passages
+    finite = lambda s: s[np.isfinite(s)]  # noqa: E731
+    return {"passages": int(len(p)), "passages_with_enough_entities": int(selection.passage_id.nunique()),
+            "entities": int(len(study.entities)), "mean_entropy": float(finite(p.entropy).mean()),
+            "mean_first_sentence_share": float(finite(p.first_sentence_share).mean()),
+            "mean_first_sentence_per_token": float(finite(p.first_sentence_mean).mean()),
+            "mean_later_sentence_per_token": float(finite(p.later_sentence_mean).mean()),
+            "truncated_passages": int(p.truncated.sum()), **bias}
+
+
+def selection_for(study: AttentionStudy, params: Mapping) -> pd.DataFrame:
+    settings = params["attention"]
+    return select_entities(study.entities, settings["lowest_entities"], settings["min_entities"])
