@@ -109,3 +109,27 @@ def read_json(path: str | Path, expected: type, what: str) -> Any:
     if not isinstance(data, expected):
         raise DataFormatError(path, None, None, f"expected {what}, got {type(data).__name__}")
     return data
+
+
+def read_tsv_rows(path: str | Path) -> Iterator[tuple[str, list[str]]]:
+    """Yield ``("line N", row)`` for each non-blank row of a TSV file (CSV quoting allowed), N being the line the
+    row starts on, so that callers can name it in errors; bad quoting raises DataFormatError naming that line."""
+    import csv
+    import sys
+
+    from ecqg.errors import DataFormatError
+
+    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # psgs_w100 passages are long fields
+    with open_text(path) as handle:
+        reader = csv.reader(handle, delimiter="\t")
+        line = 1
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                raise DataFormatError(path, f"line {line}", None, f"bad CSV/TSV quoting ({exc})") from None
+            where, line = f"line {line}", reader.line_num + 1
+            if row and not (len(row) == 1 and not row[0].strip()):
+                yield where, row

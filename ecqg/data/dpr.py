@@ -16,14 +16,13 @@ Every reader yields ``{"question": str, "answers": [str]}`` in file order and na
 from __future__ import annotations
 
 import ast
-import csv
 import json
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from ecqg.data.records import require, require_nonempty_str, require_str_list
 from ecqg.errors import DataFormatError
-from ecqg.io import atomic_path, open_text, read_json, read_jsonl
+from ecqg.io import atomic_path, open_text, read_json, read_jsonl, read_tsv_rows
 
 CTX_LISTS = ("positive_ctxs", "negative_ctxs", "hard_negative_ctxs")
 
@@ -113,26 +112,13 @@ def _unquote_twice_quoted(field: str) -> str:
 
 def read_qas_tsv(path: str | Path) -> Iterator[dict[str, Any]]:
     """Yield ``{"question", "answers"}`` from a DPR qas TSV (``question TAB ['a', 'b']``)."""
-    with open_text(path) as handle:
-        reader = csv.reader(handle, delimiter="\t")
-        start_line = 1
-        while True:
-            try:
-                row = next(reader)
-            except StopIteration:
-                break
-            except csv.Error as exc:
-                raise DataFormatError(path, f"line {start_line}", None, f"bad CSV/TSV quoting ({exc})") from None
-            where = f"line {start_line}"
-            start_line = reader.line_num + 1
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue
-            if len(row) != 2:
-                raise DataFormatError(path, where, None, f"expected 2 tab-separated columns, got {len(row)}")
-            question = _unquote_twice_quoted(row[0]).strip()
-            if not question:
-                raise DataFormatError(path, where, "question", "empty string")
-            yield {"question": question, "answers": parse_answer_list(row[1], path, where)}
+    for where, row in read_tsv_rows(path):
+        if len(row) != 2:
+            raise DataFormatError(path, where, None, f"expected 2 tab-separated columns, got {len(row)}")
+        question = _unquote_twice_quoted(row[0]).strip()
+        if not question:
+            raise DataFormatError(path, where, "question", "empty string")
+        yield {"question": question, "answers": parse_answer_list(row[1], path, where)}
 
 
 def read_topics_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:

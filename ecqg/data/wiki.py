@@ -13,49 +13,33 @@
 
 from __future__ import annotations
 
-import csv
-import sys
 from pathlib import Path
 from typing import Any, Iterator
 
 from ecqg.data.records import require, require_nonempty_str
 from ecqg.errors import DataFormatError
-from ecqg.io import open_text, read_json, read_jsonl
+from ecqg.io import read_json, read_jsonl, read_tsv_rows
 
 PSGS_HEADER = ["id", "text", "title"]
 
 
 def read_psgs_w100(path: str | Path) -> Iterator[dict[str, str]]:
     """Stream ``{"id", "title", "text"}`` from a DPR psgs_w100.tsv (plain or .gz)."""
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
-    with open_text(path) as handle:
-        reader = csv.reader(handle, delimiter="\t")
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise DataFormatError(path, "line 1", None, "empty file, expected header id\\ttext\\ttitle") from None
-        if header != PSGS_HEADER:
-            raise DataFormatError(path, "line 1", None, f"header must be id\\ttext\\ttitle, got {header!r}")
-        line = 2
-        while True:
-            try:
-                row = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as exc:
-                raise DataFormatError(path, f"line {line}", None, f"bad TSV quoting ({exc})") from None
-            where = f"line {line}"
-            line = reader.line_num + 1
-            if not row:
-                continue
-            if len(row) != 3:
-                raise DataFormatError(path, where, None, f"expected 3 columns (id, text, title), got {len(row)}")
-            pid, text, title = row
-            if not pid.strip():
-                raise DataFormatError(path, where, "id", "empty id")
-            if not text.strip():
-                raise DataFormatError(path, where, "text", "empty text")
-            yield {"id": pid.strip(), "title": title, "text": text}
+    rows = read_tsv_rows(path)
+    where, header = next(rows, ("line 1", None))
+    if header is None:
+        raise DataFormatError(path, "line 1", None, "empty file, expected header id\\ttext\\ttitle")
+    if where != "line 1" or header != PSGS_HEADER:
+        raise DataFormatError(path, where, None, f"header must be id\\ttext\\ttitle, got {header!r}")
+    for where, row in rows:
+        if len(row) != 3:
+            raise DataFormatError(path, where, None, f"expected 3 columns (id, text, title), got {len(row)}")
+        pid, text, title = row
+        if not pid.strip():
+            raise DataFormatError(path, where, "id", "empty id")
+        if not text.strip():
+            raise DataFormatError(path, where, "text", "empty text")
+        yield {"id": pid.strip(), "title": title, "text": text}
 
 
 def split_contents(contents: str) -> tuple[str, str, str]:
