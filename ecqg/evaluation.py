@@ -15,18 +15,15 @@ import json
 import logging
 import math
 import time
-import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import regex
-from pyserini.eval.evaluate_dpr_retrieval import SimpleTokenizer
 
 from ecqg.errors import DataFormatError
 from ecqg.io import atomic_path, open_text, write_json
-from ecqg.text import answer_regex_match, dpr_tokens
+from ecqg.text import TokenizedPassages, answer_regex_match, dpr_tokens
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +58,7 @@ def hit_matrix(
         raise RunError(f"the run has no ranking for question '{missing[0]}'{more}")
     start = time.perf_counter()
     lookup = _text_lookup(text_of)
-    passages = _JoinedTokens(lookup)
+    passages = TokenizedPassages(lookup)
     hits = np.zeros((len(questions), k_max), dtype=bool)
     unmatchable = []
     for i, q in enumerate(questions):
@@ -121,44 +118,6 @@ def _text_lookup(text_of: Callable[[str], str] | Mapping[str, str]) -> Callable[
     return lookup
 
 
-# DrQA SimpleTokenizer's own pattern, non-capturing so ``findall`` returns whole tokens: same tokens as
-# ``ecqg.text.dpr_tokens`` (a test checks) at ~2.5x the speed, because no Tokens objects are built.
-_TOKEN_RE = regex.compile(f"(?:{SimpleTokenizer.ALPHA_NUM})|(?:{SimpleTokenizer.NON_WS})",
-                          flags=regex.IGNORECASE + regex.UNICODE + regex.MULTILINE)
-_SEP = "\x00"  # a control character: never inside a token (tokens exclude \p{C}), so it marks token boundaries
-
-
-def fast_dpr_tokens(text: str) -> list[str]:
-    """``dpr_tokens`` (NFD, DrQA SimpleTokenizer, uncased) without building DrQA Tokens objects."""
-    return [t.lower() for t in _TOKEN_RE.findall(unicodedata.normalize("NFD", text))]
-
-
-def _needle(tokens: Sequence[str]) -> str:
-    return _SEP + _SEP.join(tokens) + _SEP
-
-
-class _JoinedTokens:
-    """Each passage tokenised once and kept as one separator-joined string.
-
-    A token-sequence match (DPR has_answer) is then a C-level substring test of the joined answer tokens. Why not
-    ``ecqg.text.TokenizedPassages``: its per-passage n-gram sets took ~10 GB (process peak) and 75 s for 10k x 100
-    over 200k distinct passages, against 0.65 GB and 13 s here; a joined string is ~1 KB per passage.
-    """
-
-    def __init__(self, lookup: Callable[[str], str]):
-        self._lookup = lookup
-        self._joined: dict[str, str] = {}
-
-    def __len__(self) -> int:
-        return len(self._joined)
-
-    def contains(self, pid: str, needles: Sequence[str]) -> bool:
-        joined = self._joined.get(pid)
-        if joined is None:
-            joined = self._joined[pid] = _needle(fast_dpr_tokens(self._lookup(pid)))
-        return any(n in joined for n in needles)
-
-
 def _answers_of(q: Mapping) -> list[str]:
     answers = q.get("answers")
     if not isinstance(answers, (list, tuple)) or not all(isinstance(a, str) for a in answers):
@@ -166,7 +125,7 @@ def _answers_of(q: Mapping) -> list[str]:
     return list(answers)
 
 
-def _question_matcher(q: Mapping, passages: _JoinedTokens, lookup: Callable[[str], str]):
+def _question_matcher(q: Mapping, passages: TokenizedPassages, lookup: Callable[[str], str]):
     """A ``pid -> bool`` test for one question, with its answers prepared once; None if no answer can ever match.
 
     Answers without any token (or blank patterns) are dropped: DrQA would match them everywhere.
@@ -181,10 +140,10 @@ def _question_matcher(q: Mapping, passages: _JoinedTokens, lookup: Callable[[str
     if answer_type != "text":
         raise DataFormatError("<questions>", f"question '{q['id']}'", "answer_type",
                               f"expected 'text' or 'regex', got {answer_type!r}")
-    needles = [_needle(toks) for toks in (dpr_tokens(a) for a in answers) if toks]
+    needles = TokenizedPassages.needles(dpr_tokens(a) for a in answers)
     if not needles:
         return None
-    return lambda pid: passages.contains(pid, needles)
+    return lambda pid: passages.contains_needles(pid, needles)
 
 
 # ------------------------------------------------------------------------------------------------------ accuracy
