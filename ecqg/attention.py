@@ -29,7 +29,6 @@ Definitions (the paper leaves them implicit; these are the choices made here):
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import re
@@ -44,6 +43,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ecqg.errors import DataFormatError
+from ecqg.models import inference
 from ecqg.text import Analysis, Entity, analyze
 
 log = logging.getLogger(__name__)
@@ -111,18 +111,6 @@ def _encoder_parts(model, tokenizer, max_length):
     return model, tokenizer, int(max_length)
 
 
-@contextlib.contextmanager
-def _inference(model: torch.nn.Module):
-    """eval() + inference_mode for the block; the caller's train/eval mode is restored."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            yield next(model.parameters()).device
-    finally:
-        model.train(was_training)
-
-
 def _pad(features: list[dict], pad_id: int, device) -> dict[str, torch.Tensor]:
     """Right-pad one batch to its own longest row (absolute positions stay those of the unpadded input)."""
     width = max(len(f["input_ids"]) for f in features)
@@ -180,7 +168,7 @@ def cls_attention(model, titles: Sequence[str], texts: Sequence[str], batch_size
     order = np.argsort([-len(f["input_ids"]) for f in features], kind="stable")
     results: list[PassageAttention | None] = [None] * len(features)
     start_time = time.perf_counter()
-    with _inference(encoder) as device, tqdm(total=len(features), desc="[CLS] attention", unit="psg",
+    with inference(encoder) as device, tqdm(total=len(features), desc="[CLS] attention", unit="psg",
                                              disable=not progress) as bar:
         for start in range(0, len(order), batch_size):
             idx = order[start:start + batch_size]

@@ -8,6 +8,7 @@ anything else -> passed to ``from_pretrained`` as a hub id (which fails clearly 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from pathlib import Path
@@ -71,3 +72,20 @@ def from_pretrained(loader, ref: str, **kwargs):
                 "the parameter at a local directory or at bundled:minilm") if offline else \
             "check the model id, or point the parameter at a local directory"
         raise RuntimeError(f"cannot load model '{ref}' ({loader.__name__}): {hint}. Cause: {exc}") from None
+
+
+@contextlib.contextmanager
+def inference(model, autocast: str | None = None):
+    """Run a block with ``model.eval()`` and ``torch.inference_mode`` (and optional autocast to ``"float16"`` or
+    ``"bfloat16"``); yields the model's device and restores the caller's train/eval mode afterwards."""
+    import torch
+
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    amp = torch.autocast(device.type, dtype=getattr(torch, autocast)) if autocast else contextlib.nullcontext()
+    try:
+        with torch.inference_mode(), amp:
+            yield device
+    finally:
+        model.train(was_training)

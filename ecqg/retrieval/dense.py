@@ -19,7 +19,6 @@ A run is ``dict[qid, list[(passage id, score)]]``, best first (see :mod:`ecqg.ev
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import logging
@@ -35,6 +34,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ecqg.io import atomic_path, write_json
+from ecqg.models import inference
 
 log = logging.getLogger(__name__)
 
@@ -57,21 +57,6 @@ class ShardError(ValueError):
 
 
 # ============================================================================================================ encoding
-@contextlib.contextmanager
-def _inference(model: torch.nn.Module, autocast: str | None):
-    """eval() + inference_mode (+ optional autocast) for the block; the caller's train/eval mode is restored."""
-    was_training = model.training
-    model.eval()
-    device = _device(model)
-    amp = (torch.autocast(device.type, dtype=getattr(torch, autocast)) if autocast
-           else contextlib.nullcontext())
-    try:
-        with torch.inference_mode(), amp:
-            yield device
-    finally:
-        model.train(was_training)
-
-
 def _device(model: torch.nn.Module) -> torch.device:
     return next(model.parameters()).device
 
@@ -124,7 +109,7 @@ def encode_queries(model, texts: Sequence[str], batch_size: int = 128, progress:
     if not len(texts):
         return np.zeros((0, _dim(model)), dtype=np.float32)
     start = time.perf_counter()
-    with _inference(model, autocast) as device, tqdm(total=len(texts), desc="encode queries", unit="q",
+    with inference(model, autocast) as device, tqdm(total=len(texts), desc="encode queries", unit="q",
                                                      disable=not progress) as bar:
         out = _encode_sorted(model, model.encode_queries, _query_features(model, texts), batch_size, device, bar)
     _log_rate("encode_queries", len(texts), "queries", start, device, batch_size)
@@ -203,7 +188,7 @@ def iter_passage_embeddings(model, passages: Iterable[Mapping], batch_size: int 
     stream, count = _shard_slice(passages, shard, total)
     start, done = time.perf_counter(), 0
     desc = "encode passages" + (f" (shard {shard[0]}/{shard[1]})" if shard else "")
-    with _inference(model, autocast) as device, tqdm(total=count, desc=desc, unit="psg",
+    with inference(model, autocast) as device, tqdm(total=count, desc=desc, unit="psg",
                                                      disable=not progress) as bar:
         for chunk in _chunks(stream, chunk_size):
             ids = [_passage_id(p, done + k) for k, p in enumerate(chunk)]
