@@ -1,0 +1,115 @@
+"""Checkpointed, resumable training of an ordinary transformers model through the HF ``Trainer``.
+
+Why: the question generators (02) and the MRC filter (03) are plain seq2seq / QA models, for which ``Trainer`` is the
+well-kept loop (mixed precision, multi-GPU through Accelerate, checkpoints with optimizer, scheduler and RNG state).
+This module adds what a pipeline stage needs on top: one settings dict from ``params.yaml``, resume from the latest
+*complete* checkpoint (a SIGKILL can leave a half-written ``checkpoint-N``: Trainer writes ``trainer_state.json`` last,
+so a directory without it is incomplete and is removed), and a few throughput figures for the stage metrics.
+(The bi-encoder has its own loop in ``ecqg.retrieval.train``: in-batch negatives and GradCache do not fit Trainer.)
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+log = logging.getLogger(__name__)
+
+SETTINGS = ("lr", "epochs", "batch_size", "warmup_ratio", "weight_decay", "max_steps", "checkpoint_every")
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+def complete_checkpoints(output_dir: str | Path) -> list[Path]:
+    """``checkpoint-N`` directories holding ``trainer_state.json`` (written last by Trainer), oldest first."""
+    directory = Path(output_dir)
+    if not directory.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in directory.iterdir()
+             if p.is_dir() and (m := _CHECKPOINT.match(p.name)) and (p / "trainer_state.json").is_file()]
+    return [p for _, p in sorted(found)]
+
+
+def remove_incomplete_checkpoints(output_dir: str | Path) -> list[Path]:
+    """Delete ``checkpoint-N`` directories a killed run left half-written; return what was removed."""
+    directory = Path(output_dir)
+    if not directory.is_dir():
+        return []
+    removed = [p for p in directory.iterdir()
+               if p.is_dir() and _CHECKPOINT.match(p.name) and not (p / "trainer_state.json").is_file()]
+    for path in removed:
+        log.warning("removing incomplete checkpoint %s (its run was interrupted while saving)", path)
+        shutil.rmtree(path)
+    return removed
+
+
+def check_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The training settings this module reads, all present (config validation checks their values)."""
+    missing = [k for k in SETTINGS if k not in settings]
+    if missing:
+        raise ValueError(f"training settings lack {missing}; expected keys {list(SETTINGS)}")
+    return {k: settings[k] for k in SETTINGS}
+
+
+def training_arguments(output_dir: str | Path, settings: Mapping[str, Any], seed: int, progress: bool = True):
+    """``TrainingArguments`` from a params block: linear warm-up/decay AdamW, step checkpoints, no reporting."""
+    from transformers import TrainingArguments
+
+    s = check_settings(settings)
+    return TrainingArguments(
+        output_dir=str(output_dir),
+        learning_rate=float(s["lr"]),
+        num_train_epochs=float(s["epochs"]),
+        max_steps=-1 if s["max_steps"] is None else int(s["max_steps"]),
+        per_device_train_batch_size=int(s["batch_size"]),
+        warmup_steps=float(s["warmup_ratio"]),  # transformers 5: a value below 1 is a fraction of the steps
+        weight_decay=float(s["weight_decay"]),
+        lr_scheduler_type="linear",
+        save_strategy="steps",
+        save_steps=int(s["checkpoint_every"]),
+        save_total_limit=2,
+        logging_strategy="steps",
+        logging_steps=max(1, min(int(s["checkpoint_every"]), 10)),
+        seed=seed,
+        data_seed=seed,
+        report_to="none",
+        disable_tqdm=not progress,
+        dataloader_num_workers=0,
+        remove_unused_columns=False,
+    )
+
+
+def train_with_checkpoints(model, train_dataset, output_dir: str | Path, settings: Mapping[str, Any], *, seed: int,
+                           data_collator=None, progress: bool = True) -> dict[str, Any]:
+    """Train ``model`` in place on ``train_dataset``, resuming from the latest complete checkpoint in ``output_dir``.
+
+    Returns ``history`` (Trainer's log history), ``resumed_from``, ``seconds`` (this call), ``steps`` (global, incl.
+    resumed ones), ``examples_per_s`` (steps of this call x batch size / seconds; the last batch of an epoch may be smaller).
+    """
+    from transformers import Trainer
+
+    if len(train_dataset) == 0:
+        raise ValueError(f"{output_dir}: no training examples")
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    remove_incomplete_checkpoints(output_dir)
+    done = complete_checkpoints(output_dir)
+    resume = done[-1] if done else None
+    if resume is not None:
+        log.info("resuming training from %s", resume)
+    args = training_arguments(output_dir, settings, seed, progress)
+    trainer = Trainer(model=model, args=args, train_dataset=train_dataset, data_collator=data_collator)
+    start_step = 0 if resume is None else int(_CHECKPOINT.match(resume.name).group(1))
+    start = time.perf_counter()
+    trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
+    seconds = time.perf_counter() - start
+    steps = trainer.state.global_step
+    examples = (steps - start_step) * args.per_device_train_batch_size * max(1, args.world_size)
+    log.info("trained %d steps (%d new) in %.1f s: %.2f examples/s", steps, steps - start_step, seconds,
+             examples / max(seconds, 1e-9))
+    return {"history": list(trainer.state.log_history), "resumed_from": None if resume is None else str(resume),
+            "seconds": round(seconds, 1), "steps": steps,
+            "examples_per_s": round(examples / max(seconds, 1e-9), 2)}

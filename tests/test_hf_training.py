@@ -1,0 +1,44 @@
+"""The Trainer wrapper resumes from the latest complete checkpoint and discards half-written ones."""
+
+import torch
+from transformers import BertConfig, BertForSequenceClassification
+
+from ecqg.hf_training import complete_checkpoints, train_with_checkpoints
+
+SETTINGS = dict(lr=1e-3, epochs=2, batch_size=8, warmup_ratio=0.1, weight_decay=0.0, max_steps=None,
+                checkpoint_every=3)
+
+
+class _Toy(torch.utils.data.Dataset):
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, i):
+        ids = torch.randint(5, 90, (8,), generator=torch.Generator().manual_seed(i))
+        return {"input_ids": ids, "attention_mask": torch.ones(8, dtype=torch.long), "labels": torch.tensor(i % 2)}
+
+
+def _model():
+    torch.manual_seed(0)
+    return BertForSequenceClassification(BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1,
+                                                    num_attention_heads=2, intermediate_size=32))
+
+
+def test_trains_checkpoints_and_resumes(tmp_path):
+    first = train_with_checkpoints(_model(), _Toy(), tmp_path, SETTINGS, seed=1, progress=False)
+    assert first["steps"] == 10 and first["resumed_from"] is None
+    assert [p.name for p in complete_checkpoints(tmp_path)] == ["checkpoint-9", "checkpoint-10"]
+    assert any("loss" in row for row in first["history"])
+
+    (tmp_path / "checkpoint-12").mkdir()  # a run killed while saving: no trainer_state.json
+    again = train_with_checkpoints(_model(), _Toy(), tmp_path, SETTINGS, seed=1, progress=False)
+    assert not (tmp_path / "checkpoint-12").exists()
+    assert again["resumed_from"].endswith("checkpoint-10") and again["steps"] == 10
+
+
+def test_missing_setting_is_named(tmp_path):
+    import pytest
+
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        train_with_checkpoints(_model(), _Toy(), tmp_path, {k: v for k, v in SETTINGS.items()
+                                                            if k != "checkpoint_every"}, seed=1)
