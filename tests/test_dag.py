@@ -1,0 +1,89 @@
+"""What `dvc repro` rebuilds when one parameter changes, checked statically with DVC's own parser and graph.
+
+Why static: the smoke run (test_pipeline.py) proves the DAG runs; it cannot afford to rerun it once per parameter.
+DVC decides what to rerun from each stage's params and the deps -> outs edges of ``Repo.index.graph``, so asking that
+graph which stages sit downstream of a parameter is asking DVC itself (foreach stages expanded, paths resolved).
+
+The expected sets are the SPECIFICATION (DESIGN.md §4: "changing one parameter reruns only the stages that depend on
+it"), written out by hand and not derived from dvc.yaml: if one of these tests fails after an edit of dvc.yaml, the
+edit changed what a parameter rebuilds; fix dvc.yaml, or change the expectation here on purpose.
+"""
+
+from pathlib import Path
+
+import networkx as nx
+import pytest
+import yaml
+
+dvc_repo = pytest.importorskip("dvc.repo")
+from dvc.dependency.param import ParamsDependency  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+UPSTREAM = {"prepare", "index_bm25", "index_tfidf", "retrieve@bm25", "retrieve@tfidf", "training_data",
+            "dpr_training@baseline", "retrieve_untrained", "retrieve_dense@baseline", "attention_bias"}
+SPEC = {
+    "qg.generate.top_k": {"question_generation", "filtering", "mixing", "dpr_synthetic@uncon", "dpr_synthetic@mixed",
+                          "retrieve_dense@uncon", "retrieve_dense@mixed", "results", "report"},
+    "mixing.total": {"mixing", "dpr_synthetic@uncon", "dpr_synthetic@mixed", "retrieve_dense@uncon",
+                     "retrieve_dense@mixed", "results", "report"},
+}
+
+
+@pytest.fixture(scope="module")
+def graph() -> nx.DiGraph:
+    """DVC's stage graph: an edge A -> B means A depends on an output of B."""
+    with dvc_repo.Repo(str(REPO)) as repo:
+        return repo.index.graph
+
+
+def _params(stage) -> list[tuple[str, list[str]]]:
+    """(params file, keys) per params dependency of a stage; an empty key list means the whole file."""
+    return [(dep.def_path, list(dep.params or [])) for dep in stage.deps if isinstance(dep, ParamsDependency)]
+
+
+def _uses(stage, key: str) -> bool:
+    """A stage listing ``qg`` (or the whole params file) depends on ``qg.generate.top_k``."""
+    return any(not keys or any(key == k or key.startswith(k + ".") for k in keys) for _, keys in _params(stage))
+
+
+def _rebuilt_by(graph: nx.DiGraph, key: str) -> set[str]:
+    direct = {s for s in graph.nodes if _uses(s, key)}
+    downstream = set().union(*(nx.ancestors(graph, s) for s in direct)) if direct else set()
+    return {s.addressing for s in direct | downstream}
+
+
+@pytest.mark.parametrize("key", sorted(SPEC))
+def test_a_param_rebuilds_exactly_its_stages(graph, key):
+    rebuilt = _rebuilt_by(graph, key)
+    expected = SPEC[key]
+    assert rebuilt == expected, (
+        f"changing {key} would rerun {sorted(rebuilt)}; the specification (tests/test_dag.py SPEC, not derived "
+        f"from dvc.yaml) says {sorted(expected)}. Extra: {sorted(rebuilt - expected)}, "
+        f"missing: {sorted(expected - rebuilt)}")
+    assert not rebuilt & UPSTREAM, f"{key} must not rerun upstream stages {sorted(rebuilt & UPSTREAM)}"
+
+
+def test_spec_names_real_stages(graph):
+    names = {s.addressing for s in graph.nodes}
+    for stage in UPSTREAM | set().union(*SPEC.values()):
+        assert stage in names, f"stage {stage} of the specification is not in dvc.yaml (renamed?)"
+
+
+def _has_key(tree, dotted: str) -> bool:
+    node = tree
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def test_every_listed_param_exists_in_its_params_file(graph):
+    missing = []
+    for stage in graph.nodes:
+        for path, keys in _params(stage):
+            tree = yaml.safe_load((REPO / path).read_text(encoding="utf-8")) or {}
+            missing += [f"{stage.addressing}: {k} ({path})" for k in keys if not _has_key(tree, k)]
+    assert not missing, ("stages list params that their params file lacks (regenerate params.yaml with "
+                         "`make profile P=...` after editing params/*.yaml?):\n" + "\n".join(missing))

@@ -1,0 +1,177 @@
+"""The three-model attention comparison and the Table 1 probe, on tiny random bi-encoders and hand-made frames."""
+
+import math
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from transformers import AutoTokenizer, BertConfig, BertModel
+
+from ecqg import encoder_comparison as ec
+from ecqg import plots
+from ecqg.errors import DataFormatError
+from ecqg.models import resolve_model
+from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
+
+matplotlib.use("Agg")
+
+PASSAGES = [
+    {"id": "p1", "title": "Spain", "text": "Madrid is the capital of Spain. It lies on the Manzanares river."},
+    {"id": "p2", "title": "Paris", "text": "Paris is in France. The Seine flows through it. It has many museums."},
+    {"id": "p3", "title": "Nile", "text": "The Nile is a long river in Africa."},
+    {"id": "p4", "title": "Berlin", "text": "Berlin hosts the Bundestag. Berlin was divided until 1990."},
+]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return AutoTokenizer.from_pretrained(resolve_model("bundled:minilm"))
+
+
+def _tiny(tokenizer, seed: int) -> BiEncoder:
+    config = BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                        vocab_size=tokenizer.vocab_size, max_position_embeddings=64)
+    config._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    query, passage = BertModel(config), BertModel(config)
+    return BiEncoder(query, passage, tokenizer, BiEncoderConfig("tiny-random", query_max_length=16,
+                                                                passage_max_length=48))
+
+
+@pytest.fixture(scope="module")
+def models(tokenizer):
+    return {"dpr_baseline": _tiny(tokenizer, 0), "dpr_mixed": _tiny(tokenizer, 1)}
+
+
+@pytest.fixture(scope="module")
+def frame(models):
+    return ec.compare_attention(models, PASSAGES, batch_size=3)
+
+
+def test_compare_attention_rows_and_ranges(frame):
+    assert len(frame) == 2 * len(PASSAGES)
+    assert list(frame.encoder.unique()) == ["dpr_baseline", "dpr_mixed"]
+    for _, group in frame.groupby("encoder"):
+        assert list(group.passage_id) == [p["id"] for p in PASSAGES]
+    assert (frame.entropy >= 0).all() and (frame.entropy <= frame.max_entropy + 1e-9).all()
+    assert np.allclose(frame.max_entropy, np.log(frame.n_text_tokens))
+    assert ((frame.first_sentence_share >= 0) & (frame.first_sentence_share <= 1)).all()
+    multi = frame.n_sentences >= 2
+    assert np.allclose(frame.first_sentence_share[multi] + frame.later_sentence_share[multi], 1.0)
+    # "The Nile is a long river in Africa." has one sentence: no later sentences to attend to.
+    single = frame[frame.passage_id == "p3"]
+    assert (single.n_sentences == 1).all() and single.later_sentence_share.isna().all()
+    assert (frame.text_share > 0).all() and (frame.text_share <= 1).all()
+
+
+def test_compare_attention_bad_input(models):
+    with pytest.raises(DataFormatError, match="record 1.*text"):
+        ec.compare_attention(models, [PASSAGES[0], {"id": "x", "text": " "}])
+    with pytest.raises(ValueError, match="no models"):
+        ec.compare_attention({}, PASSAGES)
+
+
+def test_probe_scores_are_the_dot_product(models):
+    probes = [{"passage_id": "p1", "role": "highest", "entity": "Madrid", "question": "what is the capital of spain"},
+              {"passage_id": "p1", "role": "lowest", "entity": "Manzanares", "question": "which river is in madrid"},
+              {"passage_id": "p4", "role": "highest", "entity": "Berlin", "question": "when was berlin divided"}]
+    scores = ec.probe_scores(models, probes, PASSAGES, batch_size=2)
+    assert len(scores) == 2 * len(probes)
+    for key, model in models.items():
+        model.eval()
+        with torch.no_grad():
+            q = model.encode_queries(model.tokenize_queries([p["question"] for p in probes]))
+            by_id = {p["id"]: p for p in PASSAGES}
+            pas = [by_id[p["passage_id"]] for p in probes]
+            v = model.encode_passages(model.tokenize_passages([p["title"] for p in pas], [p["text"] for p in pas]))
+        expected = (q * v).sum(-1).numpy()
+        got = scores[scores.encoder == key].score.to_numpy()
+        assert np.allclose(got, expected, atol=1e-4), key
+
+
+def test_probe_scores_bad_input(models):
+    with pytest.raises(DataFormatError, match="record 0.*role"):
+        ec.probe_scores(models, [{"passage_id": "p1", "role": "middle", "question": "q"}], PASSAGES)
+    with pytest.raises(DataFormatError, match="record 0.*passage_id.*nope"):
+        ec.probe_scores(models, [{"passage_id": "nope", "role": "lowest", "question": "q"}], PASSAGES)
+    with pytest.raises(DataFormatError, match="record 0.*question"):
+        ec.probe_scores(models, [{"passage_id": "p1", "role": "lowest"}], PASSAGES)
+
+
+def _hand_frame() -> pd.DataFrame:
+    """Mixed puts exactly 2 points more of its attention on later sentences and 0.1 nats more entropy than DPR."""
+    rows = []
+    for i, (share, ent) in enumerate([(0.50, 4.0), (0.60, 3.9), (0.70, 4.2), (0.40, 4.1), (0.55, 3.8)]):
+        for enc, extra in (("dpr_baseline", 0.0), ("dpr_mixed", 0.02), ("dpr_uncon", 0.01)):
+            rows.append({"encoder": enc, "passage_id": f"p{i}", "entropy": ent + 5 * extra,
+                         "later_sentence_share": share + extra, "first_sentence_mean": 0.02,
+                         "later_sentence_mean": 0.01 + extra / 10})
+    rows.append({"encoder": "dpr_baseline", "passage_id": "p9", "entropy": 4.0, "later_sentence_share": float("nan"),
+                 "first_sentence_mean": 0.02, "later_sentence_mean": float("nan")})
+    return pd.DataFrame(rows)
+
+
+def test_attention_summary_numbers():
+    s = ec.attention_summary(_hand_frame(), n_boot=500, seed=0)
+    enc = s[(s.kind == "encoder") & (s.measure == "later_sentence_share")].set_index("encoder")
+    # p9 lacks the other encoders (and a later share): left out, so all encoders average the same 5 passages.
+    assert (enc.n == 5).all()
+    assert enc.value["dpr_baseline"] == pytest.approx(100 * np.mean([0.5, 0.6, 0.7, 0.4, 0.55]))
+    assert enc.ci_low["dpr_baseline"] <= enc.value["dpr_baseline"] <= enc.ci_high["dpr_baseline"]
+    pair = s[(s.kind == "paired") & (s.measure == "later_sentence_share")].set_index(["encoder", "reference"])
+    assert set(pair.index) == set(ec.DEFAULT_PAIRS)
+    mixed_dpr = pair.loc[("dpr_mixed", "dpr_baseline")]
+    assert mixed_dpr.value == pytest.approx(2.0) and mixed_dpr.unit == "points"
+    assert mixed_dpr.ci_low == pytest.approx(2.0) and mixed_dpr.ci_high == pytest.approx(2.0)  # constant shift
+    assert mixed_dpr.p_value < 0.01 and mixed_dpr.paper == 1.8
+    assert pair.loc[("dpr_mixed", "dpr_uncon")].value == pytest.approx(1.0)
+    ent = s[(s.kind == "encoder") & (s.measure == "entropy")].set_index("encoder")
+    assert ent.loc["dpr_mixed", "value"] - ent.loc["dpr_baseline", "value"] == pytest.approx(0.1)
+    assert ent.loc["dpr_baseline", "paper"] == 3.97
+    only = ec.attention_summary(_hand_frame(), reference_pairs=[("dpr_mixed", "absent")], n_boot=50)
+    assert (only.kind == "encoder").all()
+
+
+def test_paired_mean_difference_zero_effect():
+    res = ec.paired_mean_difference(np.array([1.0, -1.0, 0.5, -0.5]), n_boot=999, seed=0)
+    assert res["difference"] == 0 and res["p_value"] == 1.0 and res["n"] == 4
+    assert math.isnan(ec.paired_mean_difference(np.array([]), n_boot=10)["difference"])
+
+
+def test_probe_summary_numbers():
+    rows = []
+    for pid, high, low in (("a", [10.0, 12.0], [9.0]), ("b", [8.0], [9.0]), ("c", [7.0], [5.0]), ("d", [6.0], [])):
+        rows += [{"encoder": "dpr_baseline", "passage_id": pid, "role": "highest", "score": x} for x in high]
+        rows += [{"encoder": "dpr_baseline", "passage_id": pid, "role": "lowest", "score": x} for x in low]
+    out = ec.probe_summary(pd.DataFrame(rows), n_boot=500).iloc[0]
+    # per-passage means first: a 11 vs 9, b 8 vs 9, c 7 vs 5; d has no lowest question and is left out
+    assert out.n_passages == 3 and out.n_questions == 7
+    assert out.highest == pytest.approx((11 + 8 + 7) / 3) and out.lowest == pytest.approx((9 + 9 + 5) / 3)
+    assert out.difference == pytest.approx(1.0)
+    assert out.highest_wins == pytest.approx(200 / 3)
+    assert out.difference_ci_low <= out.difference <= out.difference_ci_high
+    assert (out.paper_highest, out.paper_lowest) == (73.7, 72.1)
+
+
+def test_metrics_tree_and_plots(tmp_path):
+    summary = ec.attention_summary(_hand_frame(), n_boot=100)
+    probe = ec.probe_summary(pd.DataFrame([
+        {"encoder": e, "passage_id": p, "role": r, "score": s}
+        for e in ("dpr_baseline", "dpr_mixed") for p, r, s in
+        (("a", "highest", 3.0), ("a", "lowest", 2.0), ("b", "highest", 1.0), ("b", "lowest", 1.5))]), n_boot=100)
+    path = ec.write_metrics(summary, probe, {"passages": 5, "n_boot": 100}, tmp_path / "encoder_comparison.json")
+    import json
+    tree = json.loads(path.read_text())
+    assert tree["attention"]["encoders"]["dpr_mixed"]["later_sentence_share_n"] == 5
+    assert tree["attention"]["paired"]["dpr_mixed_minus_dpr_baseline"]["later_sentence_share_diff"] == 2.0
+    assert tree["table1_probe"]["dpr_baseline"]["difference"] == pytest.approx(0.25)
+    assert tree["table1_probe"]["dpr_baseline"]["n_passages"] == 2
+    labels = ec.ENCODER_LABELS
+    frame = _hand_frame()
+    for fig in (plots.plot_entropy_violins({labels[k]: g.entropy for k, g in frame.groupby("encoder")},
+                                           paper={labels[k]: v for k, v in ec.PAPER["entropy"].items()}),
+                plots.plot_sentence_shares(summary, labels), plots.plot_probe_scores(probe, labels)):
+        assert fig.axes
+        matplotlib.pyplot.close(fig)

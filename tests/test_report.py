@@ -1,0 +1,129 @@
+"""The README results section is rendered from metrics files, replaced between markers, and checked for staleness."""
+
+import json
+
+import pytest
+
+from ecqg import report
+
+TABLE3 = {
+    "setting": {"profile": "mini", "corpus_passages": 18690, "note": "mini benchmark"},
+    "accuracy": {
+        "dpr_mixed": {"nq": {"all": {"n": 10, "top1": 50.0, "top1_ci_low": 40.0, "top1_ci_high": 60.0,
+                                     "top5": 70.0, "top5_ci_low": 60.0, "top5_ci_high": 80.0}}},
+        "bm25": {"nq": {"all": {"n": 10, "top1": 30.0, "top1_ci_low": 20.0, "top1_ci_high": 40.0,
+                                "top5": 60.0, "top5_ci_low": 50.0, "top5_ci_high": 70.0},
+                        "no_answer_overlap": {"n": 4, "top1": 25.0, "top1_ci_low": 0.0, "top1_ci_high": 50.0}},
+                 "wq": {"all": {"n": 3, "top1": 33.33, "top1_ci_low": 0.0, "top1_ci_high": 66.67}}},
+    },
+    "paired": {"dpr_mixed_minus_bm25": {"nq": {"all": {"n": 10, "top1_diff": 20.0, "top1_ci_low": 5.0,
+                                                       "top1_ci_high": 35.0, "top1_p": 0.0004}}}},
+}
+
+
+@pytest.fixture
+def metrics(tmp_path):
+    d = tmp_path / "metrics"
+    d.mkdir()
+    (d / "table3.json").write_text(json.dumps(TABLE3))
+    (d / "mixing.json").write_text(json.dumps({"uncon": {"questions": 800}, "mixed": {"con": 400, "uncon": 400},
+                                               "seed": 2022, "ratio": 0.5}))
+    for stage, seconds in (("results", 30.0), ("prepare", 1.5), ("zzz_new", 60.0)):
+        (d / f"stage_{stage}.json").write_text(json.dumps({"stage": stage, "wall_time_s": seconds}))
+    return d
+
+
+def test_render_results(metrics):
+    text = report.render_results(metrics)
+    nq = text.split("**NQ full** (n=10)")[1].split("**")[0]
+    # Table-3 order (BM25 before Mixed-DPR) whatever the json order, CIs, the paper's numbers beside ours.
+    assert nq.index("BM25") < nq.index("Mixed-DPR (ours)")
+    assert "| BM25 | 30.0 [20.0, 40.0] | 60.0 [50.0, 70.0] | 22.7 | 44.6 |" in nq
+    assert "| Mixed-DPR (ours) | 50.0 [40.0, 60.0] | 70.0 [60.0, 80.0] | 45.9 | 69.0 |" in nq
+    assert "**NQ no-answer-overlap** (n=4)" in text and "**WebQuestions full** (n=3)" in text
+    assert "+20.0 [+5.0, +35.0], p < .001" in text
+    # generic rendering of a synthetic-data metrics file; missing ones are said, not hidden
+    assert "| `mixed.con` | 400 |" in text and "| `ratio` | 0.5 |" in text
+    assert "question_generation stage has not run yet" in text and "filtering stage has not run yet" in text
+    assert "attention_bias stage has not run yet" in text
+    # wall times: pipeline order first, unknown stages after, and the total
+    assert text.index("`prepare`") < text.index("`zzz_new`")
+    assert "| **total** | **91.5** | **1.5** |" in text
+    assert report.render_results(metrics) == text  # deterministic
+
+
+def test_render_attention_files(metrics):
+    (metrics / "attention_bias.json").write_text(json.dumps({
+        "sampling": {"pool": 1000, "excluded_test_gold": 10, "sampled": 100},
+        "paper": {"highest_first_half": 0.65, "lowest_second_half": 0.6},
+        "encoders": {"dpr_baseline": {"passages": 100, "passages_with_enough_entities": 40, "mean_entropy": 4.0,
+                                      "mean_first_sentence_share": 0.4, "highest_first_half": 0.6,
+                                      "highest_first_half_ci": [0.5, 0.7], "lowest_second_half": 0.5,
+                                      "lowest_second_half_ci": [0.4, 0.6]}}}))
+    (metrics / "encoder_comparison.json").write_text(json.dumps({
+        "setting": {"passages": 100, "n_boot": 500},
+        "attention": {"encoders": {"dpr_mixed": {"entropy": 4.1, "entropy_ci_low": 4.0, "entropy_ci_high": 4.2,
+                                                 "entropy_n": 100, "later_sentence_share": 60.0,
+                                                 "later_sentence_share_ci_low": 58.0,
+                                                 "later_sentence_share_ci_high": 62.0}},
+                      "paired": {"dpr_mixed_minus_dpr_baseline": {
+                          "entropy_diff": 0.05, "entropy_ci_low": 0.01, "entropy_ci_high": 0.09, "entropy_p": 0.02,
+                          "later_sentence_share_diff": 1.5, "later_sentence_share_ci_low": 0.5,
+                          "later_sentence_share_ci_high": 2.5, "later_sentence_share_p": 0.004,
+                          "later_sentence_share_n": 99}}},
+        "table1_probe": {"dpr_baseline": {"n_passages": 40, "highest": 20.0, "highest_ci_low": 19.0,
+                                          "highest_ci_high": 21.0, "lowest": 19.0, "lowest_ci_low": 18.0,
+                                          "lowest_ci_high": 20.0, "difference": 1.0, "difference_ci_low": 0.2,
+                                          "difference_ci_high": 1.8, "difference_p": 0.01, "highest_wins": 60.0,
+                                          "highest_wins_ci_low": 45.0, "highest_wins_ci_high": 75.0}}}))
+    text = report.render_results(metrics)
+    assert "| DPR | 100 | 40 | 4.00 | 40.0 | 60.0 [50.0, 70.0] | 50.0 [40.0, 60.0] |" in text
+    assert "| Mixed-DPR | 100 | 4.10 [4.00, 4.20] | 4.10 | 60.0 [58.0, 62.0] |" in text
+    assert "| Mixed-DPR - DPR | 99 | +0.050 [+0.010, +0.090], p 0.020 | +1.50 [+0.50, +2.50], p 0.004 | +1.8 |" in text
+    assert "| DPR | 40 | 20.00 [19.00, 21.00] | 19.00 [18.00, 20.00] | +1.00 [+0.20, +1.80], p 0.010 " \
+           "| 60.0 [45.0, 75.0] | 73.7 vs 72.1 |" in text
+
+
+README = "# Title\n\nIntro.\n\n## Results\n\n<!-- results:start -->\nold numbers\n<!-- results:end -->\n\n## After\n"
+
+
+def test_update_readme_and_check(metrics, tmp_path, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text(README)
+    args = ["--readme", str(readme), "--metrics-dir", str(metrics)]
+    assert report.main(args + ["--check"]) == 1
+    assert readme.read_text() == README  # --check writes nothing
+    assert report.update_readme(readme, metrics) is True
+    text = readme.read_text()
+    assert text.startswith("# Title\n\nIntro.\n\n## Results\n\n<!-- results:start -->\n")
+    assert text.endswith("<!-- results:end -->\n\n## After\n") and "old numbers" not in text
+    assert report.render_results(metrics) in text
+    assert report.main(args + ["--check"]) == 0
+    assert report.update_readme(readme, metrics) is False  # idempotent
+    (metrics / "stage_prepare.json").write_text(json.dumps({"wall_time_s": 2.5}))
+    assert report.main(args + ["--check"]) == 1
+    assert "stale" in capsys.readouterr().err
+    assert report.main(args) == 0 and report.main(args + ["--check"]) == 0
+
+
+def test_missing_markers_are_an_error(metrics, tmp_path, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text("# Title\n\nno markers here\n")
+    with pytest.raises(ValueError, match=r"README.md: needs exactly one '<!-- results:start -->'"):
+        report.update_readme(readme, metrics)
+    assert report.main(["--readme", str(readme), "--metrics-dir", str(metrics), "--check"]) == 2
+    assert "results:start" in capsys.readouterr().err
+    readme.write_text("<!-- results:end -->\n<!-- results:start -->\n")
+    with pytest.raises(ValueError, match="comes before"):
+        report.update_readme(readme, metrics)
+
+
+def test_bad_metrics_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no metrics directory"):
+        report.render_results(tmp_path / "absent")
+    (tmp_path / "stage_x.json").write_text(json.dumps({"stage": "x"}))
+    with pytest.raises(ValueError, match="stage_x.json: no 'wall_time_s'"):
+        report.render_results(tmp_path)
+    (tmp_path / "stage_x.json").write_text("{not json")
+    with pytest.raises(ValueError, match="stage_x.json"):
+        report.render_results(tmp_path)
