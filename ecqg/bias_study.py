@@ -51,17 +51,22 @@ def pick_example(selection: pd.DataFrame, passage_id: str | None = None) -> str:
 
 
 def qg_entities(selection: pd.DataFrame, passages: list[dict]) -> list[dict]:
-    """Per passage, its lowest-attended entities (ascending attention) with spans and scores: the input of the
-    entity-conditioned question generator (stage 02)."""
+    """Per passage, its lowest-attended entities (ascending attention) with spans and scores, the input of the
+    entity-conditioned question generator (stage 02), and its highest-attended entity (Table 1's other probe)."""
     by_id = {p["id"]: p for p in passages}
+
+    def entity(r) -> dict:
+        return {"entity": r.entity, "label": r.label, "start_char": int(r.start_char), "end_char": int(r.end_char),
+                "attention": float(r.attention), "rank": int(r.rank)}
+
+    highest = {r.passage_id: entity(r) for r in selection[selection.role == "highest"].itertuples()}
     out = []
     for pid, group in selection[selection.role == "lowest"].groupby("passage_id", sort=False):
         passage = by_id[pid]
         out.append({"passage_id": pid, "title": passage["title"], "text": passage["text"],
                     "n_entities": int(group.n_entities.iloc[0]),
-                    "entities": [{"entity": r.entity, "label": r.label, "start_char": int(r.start_char),
-                                  "end_char": int(r.end_char), "attention": float(r.attention), "rank": int(r.rank)}
-                                 for r in group.sort_values("rank").itertuples()]})
+                    "entities": [entity(r) for r in group.sort_values("rank").itertuples()],
+                    "highest": highest[pid]})  # for the paper's Table 1 probe (highest vs lowest)
     return out
 
 

@@ -44,6 +44,27 @@ def _paths(v):
     return bool(v) and all(isinstance(k, str) and isinstance(p, str) and p for k, p in v.items())
 
 
+def _train_rules(prefix: str, eval_every: bool = False, hard_negatives: bool = False, grad_cache: bool = False) -> dict:
+    """The rules of a training block (the settings every trainer here reads)."""
+    rules = {
+        f"{prefix}.lr": ((float,), _positive, "a number > 0"),
+        f"{prefix}.epochs": ((int,), _positive, "an integer > 0"),
+        f"{prefix}.batch_size": ((int,), lambda v: v >= 2, "an integer >= 2"),
+        f"{prefix}.warmup_ratio": ((int, float), lambda v: 0 <= v < 1, "a number in [0, 1)"),
+        f"{prefix}.weight_decay": ((int, float), _nonneg, "a number >= 0"),
+        f"{prefix}.max_steps": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
+        f"{prefix}.checkpoint_every": ((int,), _positive, "an integer > 0"),
+    }
+    if eval_every:
+        rules[f"{prefix}.eval_every"] = ((int,), _positive, "an integer > 0")
+    if hard_negatives:
+        rules[f"{prefix}.hard_negatives"] = ((int,), _nonneg, "an integer >= 0")
+    if grad_cache:
+        rules[f"{prefix}.grad_cache_chunk_size"] = ((int, type(None)), lambda v: v is None or v > 0,
+                                                    "null or an integer > 0")
+    return rules
+
+
 # dotted key -> (allowed types, check or None, what a valid value looks like)
 RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "profile": ((str,), lambda v: v in PROFILES, f"one of {PROFILES}"),
@@ -52,6 +73,7 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "data.test_sets": ((dict,), _paths, "a mapping name -> file path"),
     "data.train_gold": ((str,), bool, "a file path"),
     "data.nq_dev": ((str,), bool, "a file path"),
+    "data.mrc_unanswerable": ((str,), bool, "a file path"),
     "data.max_questions_per_set": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
     "data.max_corpus_passages": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
     "data.max_nq_dev": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
@@ -69,19 +91,11 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "dpr.pooling": ((str,), lambda v: v in ("cls", "mean"), "cls or mean"),
     "dpr.query_max_length": ((int,), lambda v: 8 <= v <= 512, "an integer in [8, 512]"),
     "dpr.passage_max_length": ((int,), lambda v: 16 <= v <= 512, "an integer in [16, 512]"),
-    "dpr.finetune.lr": ((float,), _positive, "a number > 0"),
-    "dpr.finetune.epochs": ((int,), _positive, "an integer > 0"),
-    "dpr.finetune.batch_size": ((int,), lambda v: v >= 2, "an integer >= 2 (in-batch negatives need two)"),
-    "dpr.finetune.hard_negatives": ((int,), _nonneg, "an integer >= 0"),
-    "dpr.finetune.warmup_ratio": ((int, float), lambda v: 0 <= v < 1, "a number in [0, 1)"),
-    "dpr.finetune.weight_decay": ((int, float), _nonneg, "a number >= 0"),
-    "dpr.finetune.max_steps": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
-    "dpr.finetune.grad_cache_chunk_size": ((int, type(None)), lambda v: v is None or v > 0,
-                                           "null or an integer > 0"),
-    "dpr.finetune.checkpoint_every": ((int,), _positive, "an integer > 0"),
-    "dpr.finetune.eval_every": ((int,), _positive, "an integer > 0"),
+    **_train_rules("dpr.finetune", eval_every=True, hard_negatives=True, grad_cache=True),
     "dpr.finetune.max_examples": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
     "dpr.finetune.heldout": ((int,), _positive, "an integer > 0"),
+    **_train_rules("dpr.pretrain", eval_every=True, hard_negatives=True, grad_cache=True),
+    "dpr.pretrain.heldout": ((int,), _positive, "an integer > 0"),
     "dpr.encode.batch_size": ((int,), _positive, "an integer > 0"),
     "dpr.index.kind": ((str,), lambda v: v in ("flat", "hnsw", "ivfpq"), "flat, hnsw or ivfpq"),
     "dpr.index.params": ((dict,), None, "a mapping of FAISS settings (may be empty)"),
@@ -91,6 +105,39 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "attention.min_entities": ((int,), _positive, "an integer > 0"),
     "attention.example_passage": ((str, type(None)), None, "null or a passage id"),
     "attention.batch_size": ((int,), _positive, "an integer > 0"),
+    "qg.model": ((str,), bool, "a model reference (bundled:minilm, a directory or a hub id)"),
+    "qg.entity_marking": ((str,), lambda v: v in ("markers", "segment"), "markers or segment"),
+    "qg.source_max_length": ((int,), lambda v: 16 <= v <= 1024, "an integer in [16, 1024]"),
+    "qg.window_words": ((int, type(None)), lambda v: v is None or v >= 8, "null or an integer >= 8"),
+    "qg.target_max_length": ((int,), lambda v: 8 <= v <= 256, "an integer in [8, 256]"),
+    **_train_rules("qg.train"),
+    "qg.train.max_examples": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
+    "qg.train.heldout": ((int,), _positive, "an integer > 0"),
+    "qg.generate.top_k": ((int,), _nonneg, "an integer >= 0 (0 = no top-k cut)"),
+    "qg.generate.top_p": ((int, float), lambda v: 0 < v <= 1, "a number in (0, 1]"),
+    "qg.generate.samples": ((int,), _positive, "an integer > 0"),
+    "qg.generate.batch_size": ((int,), _positive, "an integer > 0"),
+    "qg.generate.max_new_tokens": ((int,), _positive, "an integer > 0"),
+    "qg.generate.uncon_passages": ((int,), _positive, "an integer > 0"),
+    "mrc.model": ((str,), bool, "a model reference (bundled:minilm, a directory or a hub id)"),
+    "mrc.train_model": ((bool,), None, "true or false"),
+    "mrc.max_length": ((int,), lambda v: 64 <= v <= 1024, "an integer in [64, 1024]"),
+    "mrc.stride": ((int,), _positive, "an integer > 0"),
+    "mrc.answer_windows_only": ((bool,), None, "true or false"),
+    "mrc.max_answer_length": ((int,), _positive, "an integer > 0"),
+    "mrc.null_threshold": ((int, float), None, "a number"),
+    "mrc.heldout_fraction": ((float,), _prob, "a number in (0, 1)"),
+    "mrc.eval_examples": ((int,), _positive, "an integer > 0"),
+    **_train_rules("mrc.train"),
+    "mrc.train.max_examples": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
+    "filtering.stage1": ((str,), lambda v: v in ("roundtrip", "answer_in_passage"), "roundtrip or answer_in_passage"),
+    "filtering.min_confidence": ((int, float), lambda v: 0 <= v <= 1, "a number in [0, 1]"),
+    "filtering.require_overlap": ((bool,), None, "true or false"),
+    "filtering.hardness": ((str,), lambda v: v in ("lowest_score", "rank"), "lowest_score or rank"),
+    "filtering.keep_fraction": ((int, float), lambda v: 0 < v <= 1, "a number in (0, 1]"),
+    "filtering.max_rank": ((int,), _positive, "an integer > 0"),
+    "filtering.depth": ((int,), _positive, "an integer > 0"),
+    "mixing.total": ((int,), lambda v: v >= 2, "an integer >= 2"),
     "evaluation.ks": ((list,), _ks, "a sorted list of distinct positive integers"),
     "evaluation.bootstrap_samples": ((int,), lambda v: v >= 100, "an integer >= 100"),
     "evaluation.confidence": ((float,), _prob, "a number in (0, 1)"),

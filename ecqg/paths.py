@@ -35,6 +35,23 @@ QG_ENTITIES = ATTENTION / "low_attention_entities.jsonl"
 ATTENTION_PASSAGES = ATTENTION / "passages.jsonl"        # per passage and encoder: entropy, sentence shares
 ATTENTION_ENTITIES = ATTENTION / "entities.jsonl"        # per entity and encoder: attention, position
 
+# Stage 02 (question generation): the two generators, their questions, and the Table 1 probe questions
+# (conditioned questions about each studied passage's highest- and lowest-attended entities).
+QG = OUTPUTS / "qg"
+QG_MODELS = QG / "models"                   # <generator>/: an ordinary transformers seq2seq checkpoint
+QG_CHECKPOINTS = CHECKPOINTS / "qg"         # <generator>/<fingerprint>/: resumable Trainer state
+QG_PROBES = QG / "probe_questions.jsonl"
+
+# Stage 03 (filtering): the MRC model, every generated question's decision, the survivors per generator.
+FILTERING = OUTPUTS / "filtering"
+MRC_MODEL = FILTERING / "mrc_model"
+MRC_CHECKPOINTS = CHECKPOINTS / "mrc"
+FILTER_DECISIONS = FILTERING / "decisions.jsonl"
+FILTERED_PROBES = FILTERING / "probes.jsonl"   # probe questions that pass stage 1 (Table 1, notebook 06)
+
+# Stage 04 (mixing): the UnCon and Mixed synthetic training sets, DPR retriever-json.
+SYNTHETIC = OUTPUTS / "synthetic"
+
 # Notebooks, figures, metrics.
 NOTEBOOKS_SRC = Path("notebooks")
 NOTEBOOKS_OUT = OUTPUTS / "notebooks"
@@ -60,6 +77,24 @@ def checkpoint_dir(variant: str) -> Path:
 
 def dense_index_dir(variant: str) -> Path:
     return DENSE_INDEXES / variant
+
+
+def generator_dir(generator: str) -> Path:
+    return QG_MODELS / generator
+
+
+def generated_file(generator: str) -> Path:
+    """Sampled questions of a generator (``uncon`` or ``con``), before filtering."""
+    return QG / f"generated_{generator}.jsonl"
+
+
+def kept_file(generator: str) -> Path:
+    """Generated questions of a generator that passed both filters."""
+    return FILTERING / f"kept_{generator}.jsonl"
+
+
+def synthetic_set(variant: str) -> Path:
+    return SYNTHETIC / f"{variant}.json"
 
 
 def stage_metrics(stage: str) -> Path:

@@ -204,3 +204,146 @@ def plot_entropy_hist(entropies: Mapping[str, Sequence[float]], bins: int = 40):
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+# ----------------------------------------------------------------------------------- encoder comparison (06, Table 1)
+def _ci_err(frame: pd.DataFrame, value: str, low: str, high: str) -> np.ndarray:
+    return np.vstack([frame[value] - frame[low], frame[high] - frame[value]])
+
+
+def plot_entropy_violins(entropies: Mapping[str, Sequence[float]], paper: Mapping[str, float] | None = None):
+    """Per-passage attention entropy (nats) of several encoders on the same passages, as violins with the mean
+    marked; ``paper`` (label -> value) adds the paper's means as crosses (its BERT-base model, other passages)."""
+    values = {k: np.asarray(v, dtype=float)[np.isfinite(np.asarray(v, dtype=float))] for k, v in entropies.items()}
+    labels = [k for k, v in values.items() if v.size]
+    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * max(1, len(labels)), 3.6))
+    if labels:
+        parts = ax.violinplot([values[k] for k in labels], showmeans=True, showextrema=False)
+        for i, body in enumerate(parts["bodies"]):
+            body.set_facecolor(f"C{i}")
+            body.set_alpha(0.45)
+    for i, k in enumerate(labels):
+        if paper and k in paper:
+            ax.plot(i + 1, paper[k], "x", color="black", markersize=7, label="paper" if i == 0 else None)
+    ax.set_xticks(np.arange(1, len(labels) + 1), [f"{k}\n(mean {values[k].mean():.2f}, n={values[k].size})"
+                                                  for k in labels], fontsize=8)
+    ax.set_ylabel("token-level attention entropy (nats)")
+    if paper and any(k in paper for k in labels):
+        ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_sentence_shares(summary: pd.DataFrame, labels: Mapping[str, str] | None = None,
+                         measure: str = "later_sentence_share"):
+    """Left: each encoder's mean share of attention on sentences 2.. (95% CI); right: the paired differences between
+    encoders over the same passages (points, 95% CI), with the paper's where it reports one.
+
+    ``summary``: ``ecqg.encoder_comparison.attention_summary`` output.
+    """
+    labels = labels or {}
+    name = lambda k: labels.get(k, k)  # noqa: E731
+    rows = summary[summary.measure == measure]
+    enc, pair = rows[rows.kind == "encoder"], rows[rows.kind == "paired"]
+    fig, (ax_a, ax_d) = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [1, 1.2]})
+    x = np.arange(len(enc))
+    ax_a.bar(x, enc.value, yerr=_ci_err(enc, "value", "ci_low", "ci_high"), capsize=3,
+             color=[f"C{i}" for i in range(len(enc))])
+    ax_a.set_xticks(x, [name(k) for k in enc.encoder], fontsize=8)
+    n = int(enc.n.iloc[0]) if len(enc) else 0
+    ax_a.set_ylabel("attention on later sentences (%)")
+    ax_a.set_title(f"share of text attention after sentence 1 (n={n} passages)", fontsize=9)
+    ax_a.grid(axis="y", alpha=0.3)
+    y = np.arange(len(pair))
+    ax_d.errorbar(pair.value, y, xerr=_ci_err(pair, "value", "ci_low", "ci_high"), fmt="o", color="C0", capsize=3,
+                  label="ours (95% CI)")
+    has_paper = pair.paper.notna() if "paper" in pair else pd.Series(False, index=pair.index)
+    if has_paper.any():
+        ax_d.plot(pair.paper[has_paper].astype(float), y[has_paper.to_numpy()], "x", color="black", label="paper")
+    ax_d.axvline(0, color="grey", linewidth=1)
+    ax_d.invert_yaxis()
+    ax_d.set_yticks(y, [f"{name(a)} - {name(b)}" for a, b in zip(pair.encoder, pair.reference)], fontsize=8)
+    ax_d.set_xlabel("difference (percentage points), paired over passages")
+    ax_d.legend(fontsize=8)
+    ax_d.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_probe_scores(probe: pd.DataFrame, labels: Mapping[str, str] | None = None):
+    """The paper's Table 1 probe: mean dot-product score of questions about the highest- vs the lowest-attended
+    entity, per encoder (95% CIs), the paired gap written above each pair. Levels differ between encoders (and from
+    the paper's BERT-base DPR); read the gaps.
+
+    ``probe``: ``ecqg.encoder_comparison.probe_summary`` output.
+    """
+    labels = labels or {}
+    fig, ax = plt.subplots(figsize=(1.8 + 1.8 * max(1, len(probe)), 3.6))
+    x, width = np.arange(len(probe)), 0.38
+    for i, role in enumerate(("highest", "lowest")):
+        ax.bar(x + (i - 0.5) * width, probe[role], width, color=f"C{i}", label=f"{role}-attended entity",
+               yerr=_ci_err(probe, role, f"{role}_ci_low", f"{role}_ci_high"), capsize=3)
+    for xi, r in zip(x, probe.itertuples()):
+        top = max(r.highest_ci_high, r.lowest_ci_high)
+        ax.annotate(f"gap {r.difference:+.2f}\n[{r.difference_ci_low:+.2f}, {r.difference_ci_high:+.2f}]",
+                    (xi, top), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=7)
+    ax.set_xticks(x, [f"{labels.get(e, e)}\n(n={n})" for e, n in zip(probe.encoder, probe.n_passages)], fontsize=8)
+    lows = np.r_[probe.lowest_ci_low, probe.highest_ci_low] if len(probe) else np.zeros(1)
+    highs = np.r_[probe.lowest_ci_high, probe.highest_ci_high] if len(probe) else np.ones(1)
+    span = max(float(highs.max() - lows.min()), 1e-6)
+    ax.set_ylim(float(lows.min()) - 0.5 * span, float(highs.max()) + 0.6 * span)
+    ax.set_ylabel("question-passage score (dot product)")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_filter_histograms(questions: Sequence[Mapping], predictions: Mapping[str, Mapping],
+                           dpr_scores: Mapping[str, Mapping], kept_ids: set[str]):
+    """Notebook 03: per generator, the reader's span confidence over all generated questions, and the baseline DPR
+    score of the stage-1 survivors split into kept (hard) and rejected (easy)."""
+    generators = sorted({q["generator"] for q in questions})
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    for g in generators:
+        conf = [predictions[q["id"]]["confidence"] for q in questions if q["generator"] == g and q["id"] in predictions]
+        axes[0].hist(conf, bins=30, range=(0, 1), alpha=0.55, label=f"{g} (n={len(conf)})")
+    axes[0].set_xlabel("MRC span confidence"); axes[0].set_ylabel("questions")
+    axes[0].set_title("Stage 1: reader confidence"); axes[0].legend()
+    for g in generators:
+        for kept, style in ((True, "-"), (False, ":")):
+            vals = [dpr_scores[q["id"]]["score"] for q in questions
+                    if q["generator"] == g and q["id"] in dpr_scores and (q["id"] in kept_ids) == kept]
+            if vals:
+                axes[1].hist(vals, bins=30, histtype="step", linestyle=style,
+                             label=f"{g} {'kept' if kept else 'rejected'} (n={len(vals)})")
+    axes[1].set_xlabel("baseline DPR score (question · own passage)"); axes[1].set_ylabel("questions")
+    axes[1].set_title("Stage 2: hardness"); axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_mixing_statistics(statistics: Mapping):
+    """Notebook 04: entity types of the conditioning entities, answer types per generator, and the relative position
+    of the conditioned entity vs the unconditioned answer in the passage."""
+    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
+    types = statistics["entity_types"]
+    axes[0].barh(list(types)[::-1], list(types.values())[::-1])
+    axes[0].set_title("conditioning entity types (Mixed)"); axes[0].set_xlabel("questions")
+    labels = sorted(set(statistics["answer_types_uncon"]) | set(statistics["answer_types_con"]))
+    y = np.arange(len(labels))
+    for offset, key, name in ((-0.2, "answer_types_uncon", "unconditioned"), (0.2, "answer_types_con", "conditioned")):
+        counts = statistics[key]
+        total = max(sum(counts.values()), 1)
+        axes[1].barh(y + offset, [100 * counts.get(lbl, 0) / total for lbl in labels], height=0.4, label=name)
+    axes[1].set_yticks(y, labels); axes[1].set_xlabel("% of questions"); axes[1].set_title("answer types")
+    axes[1].legend(fontsize=8)
+    for key, name in (("uncon_answer_positions", "unconditioned: answer"), ("con_entity_positions",
+                                                                            "conditioned: entity")):
+        vals = [v for v in statistics[key] if v is not None]
+        axes[2].hist(vals, bins=10, range=(0, 1), alpha=0.55, density=True, label=f"{name} (n={len(vals)})")
+    axes[2].set_xlabel("relative position in the passage (0 = start)"); axes[2].set_ylabel("density")
+    axes[2].set_title("where the questions point"); axes[2].legend(fontsize=8)
+    fig.tight_layout()
+    return fig

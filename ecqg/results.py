@@ -22,6 +22,8 @@ SYSTEM_LABELS = {
     "bm25": "BM25",
     "minilm_untrained": "MiniLM, not fine-tuned",
     "dpr_baseline": "DPR (ours)",
+    "dpr_uncon": "UnCon-DPR (ours)",
+    "dpr_mixed": "Mixed-DPR (ours)",
 }
 DATASET_LABELS = {"nq": "NQ", "wq": "WebQuestions", "tqa": "TriviaQA", "trec": "CuratedTREC"}
 # The subsets of the paper's Table 3 (the bundle also carries the complementary overlap labels; kept in the data,

@@ -104,7 +104,7 @@ def test_smoke_dag_end_to_end(tmp_path):
 
     table = json.loads((repo / "outputs/metrics/table3.json").read_text())
     assert table["setting"]["profile"] == "smoke"
-    for system in ("bm25", "tfidf", "minilm_untrained", "dpr_baseline"):
+    for system in ("bm25", "tfidf", "minilm_untrained", "dpr_baseline", "dpr_uncon", "dpr_mixed"):
         nq = table["accuracy"][system]["nq"]["all"]
         assert nq["n"] == 40
         assert 0 <= nq["top1"] <= nq["top5"] <= nq["top20"] <= nq["top100"] <= 100
@@ -118,7 +118,8 @@ def test_smoke_dag_end_to_end(tmp_path):
     assert any("image/png" in o.get("data", {}) for o in shown), "the executed notebook shows no figure"
     for stage in ("prepare", "index_bm25", "index_tfidf", "retrieve_bm25", "retrieve_tfidf", "training_data",
                   "05_dpr_training.baseline", "retrieve_dense_untrained", "retrieve_dense_baseline",
-                  "01_attention_bias"):
+                  "01_attention_bias", "02_question_generation", "03_filtering", "04_mixing",
+                  "05_dpr_training.uncon", "05_dpr_training.mixed", "retrieve_dense_uncon", "retrieve_dense_mixed"):
         assert json.loads((repo / f"outputs/metrics/stage_{stage}.json").read_text())["wall_time_s"] >= 0
     assert json.loads((repo / "outputs/train/nq_dev_distant.json").read_text())
     assert len(json.loads((repo / "outputs/train/gold_dpr.json").read_text())) == 200
@@ -133,6 +134,26 @@ def test_smoke_dag_end_to_end(tmp_path):
     assert all(len(r["entities"]) == 3 for r in entities)
     attention_nb = nbformat.read(repo / "outputs/notebooks/01_attention_bias.ipynb", as_version=4)
     assert any("image/png" in o.get("data", {}) for c in attention_nb.cells for o in c.get("outputs", []))
+    assert all("highest" in r for r in entities)
+
+    qg = json.loads((repo / "outputs/metrics/question_generation.json").read_text())
+    assert set(qg["quality"]) == {"uncon", "con"} and qg["generation"]["con"]["generated"] > 0
+    filtering = json.loads((repo / "outputs/metrics/filtering.json").read_text())
+    assert filtering["stage1_rule"] == "roundtrip" and filtering["mrc"]["trained"]
+    for generator, counts in filtering["funnel"].items():
+        assert counts["generated"] >= counts["after_stage1"] >= counts["after_stage2"] > 0, generator
+    mixing = json.loads((repo / "outputs/metrics/mixing.json").read_text())
+    assert mixing["sizes"]["mixed"] == mixing["sizes"]["uncon"] > 0
+    synthetic = json.loads((repo / "outputs/synthetic/mixed.json").read_text())
+    assert {r["generator"] for r in synthetic} == {"uncon", "con"}
+    for variant in ("uncon", "mixed"):
+        trained = json.loads((repo / f"outputs/metrics/dpr_{variant}_training.json").read_text())
+        assert trained["pretrain"]["steps"] > 0 and trained["steps"] == 6
+    comparison = json.loads((repo / "outputs/metrics/encoder_comparison.json").read_text())
+    assert set(comparison["attention"]["encoders"]) == {"dpr_baseline", "dpr_uncon", "dpr_mixed"}
+    assert "dpr_mixed_minus_dpr_baseline" in comparison["attention"]["paired"]
+    readme = (repo / "README.md").read_text()
+    assert "UnCon-DPR" in readme.split("<!-- results:start -->")[1].split("<!-- results:end -->")[0]
 
     second = _dvc(["repro"], repo)
     assert second.returncode == 0, second.stderr[-2000:]

@@ -20,7 +20,7 @@ from ecqg import paths
 from ecqg.data.dpr import read_dpr_retriever_json
 from ecqg.io import read_jsonl
 from ecqg.retrieval.biencoder import BiEncoder
-from ecqg.retrieval.train import TrainConfig, latest_checkpoint, split_records, train_biencoder
+from ecqg.retrieval.train import TrainConfig, data_fingerprint, latest_checkpoint, split_records, train_biencoder
 
 log = logging.getLogger(__name__)
 
@@ -73,33 +73,63 @@ def fingerprint(*parts: Any) -> str:
     return hashlib.sha256(blob).hexdigest()[:12]
 
 
-def train_variant(variant: str, params: Mapping, progress: bool = True) -> dict:
-    """Train one variant on the gold data; save it to ``outputs/models/<variant>``. Returns history and counts.
+VARIANTS = ("baseline", "uncon", "mixed")
+SYNTHETIC_VARIANTS = ("uncon", "mixed")  # pre-trained on stage 04's synthetic set of the same name
 
-    ``baseline``: the base checkpoint fine-tuned on gold data only (the paper's DPR row).
-    """
-    if variant != "baseline":
-        raise ValueError(f"variant '{variant}' is not available yet; known: baseline")
-    records = [r for part in gold_records(params).values() for r in part]
-    train, heldout = split_records(records, params["dpr"]["finetune"]["heldout"], params["seed"])
-    config = train_config(params)
-    dpr = {k: v for k, v in params["dpr"].items() if k not in ("encode", "index")}
-    run_dir = paths.checkpoint_dir(variant) / fingerprint(dpr, params["seed"], len(train), len(heldout))
-    model = base_biencoder(params)
+
+def synthetic_records(variant: str) -> list[dict]:
+    """The synthetic DPR training set of ``uncon`` / ``mixed`` (stage 04, DPR retriever-json)."""
+    return list(read_dpr_retriever_json(paths.synthetic_set(variant)))
+
+
+def _train_phase(model: BiEncoder, records: list[dict], heldout: int, config: TrainConfig, run_dir, seed: int,
+                 progress: bool) -> dict:
+    """One training phase (pre-training or fine-tuning) in ``run_dir``, resumable; returns its figures."""
+    train, held = split_records(records, heldout, seed)
     resumed_from = latest_checkpoint(run_dir / "checkpoints") if (run_dir / "checkpoints").is_dir() else None
     if resumed_from is not None:
-        log.info("variant %s: resuming an interrupted run from %s", variant, resumed_from)
+        log.info("resuming an interrupted run from %s", resumed_from)
     start = time.perf_counter()
-    history = train_biencoder(model, train, heldout, config, run_dir, resume=True, progress=progress)
-    seconds = time.perf_counter() - start
+    history = train_biencoder(model, train, held, config, run_dir, resume=True, progress=progress)
+    return {"history": history, "train_examples": len(train), "heldout_examples": len(held),
+            "train_seconds": time.perf_counter() - start, "run_dir": str(run_dir),
+            "resumed_from": None if resumed_from is None else str(resumed_from)}
+
+
+def train_variant(variant: str, params: Mapping, progress: bool = True) -> dict:
+    """Train one variant; save it to ``outputs/models/dpr_<variant>``. Returns the fine-tuning figures (history,
+    counts, time) and, for synthetic variants, ``pretrain`` with the same figures of the pre-training phase.
+
+    ``baseline``: the base checkpoint fine-tuned on gold data only (the paper's DPR row). ``uncon`` / ``mixed``:
+    pre-trained on the synthetic set of that name (``dpr.pretrain``), then fine-tuned exactly like the baseline
+    (same records, settings and seed), so the rows differ only in the synthetic pre-training.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown DPR variant '{variant}'; known: {', '.join(VARIANTS)}")
+    seed = params["seed"]
+    dpr = {k: v for k, v in params["dpr"].items() if k not in ("encode", "index", "pretrain")}
+    model = base_biencoder(params)
+    pretrain = None
+    if variant in SYNTHETIC_VARIANTS:
+        synthetic = synthetic_records(variant)
+        settings = params["dpr"]["pretrain"]
+        pre_dir = paths.checkpoint_dir(variant) / ("pretrain-" + fingerprint(
+            dpr, settings, seed, data_fingerprint(synthetic)))
+        pretrain = _train_phase(model, synthetic, settings["heldout"], train_config(params, "pretrain"), pre_dir,
+                                seed, progress)
+        model = BiEncoder.load(pre_dir / "model")
+    records = [r for part in gold_records(params).values() for r in part]
+    heldout = params["dpr"]["finetune"]["heldout"]
+    n_train = len(split_records(records, heldout, seed)[0])
+    parts = [dpr, seed, n_train, len(records) - n_train] + ([] if pretrain is None else [pretrain["run_dir"]])
+    run_dir = paths.checkpoint_dir(variant) / fingerprint(*parts)
+    result = _train_phase(model, records, heldout, train_config(params), run_dir, seed, progress)
     target = paths.model_dir(variant)
     if target.exists():
         shutil.rmtree(target)
     shutil.copytree(run_dir / "model", target)
     shutil.copy2(run_dir / "history.jsonl", target / "history.jsonl")
-    return {"history": history, "train_examples": len(train), "heldout_examples": len(heldout),
-            "train_seconds": seconds, "run_dir": str(run_dir),
-            "resumed_from": None if resumed_from is None else str(resumed_from)}
+    return {**result, "pretrain": pretrain}
 
 
 def retrieve_all(variant: str, params: Mapping, progress: bool = True) -> dict:

@@ -1,0 +1,168 @@
+"""Stage 02 in the pipeline: what the generators learn from, which passages and entities they write questions for.
+
+Notebook 02 calls these around :mod:`ecqg.qg`, which holds the generators themselves. Inputs: the gold triples of
+stage ``prepare`` (the bundle's annotated triples, or, in the paper profile, DPR retriever-json such as nq-train.json
+whose first positive passage and first answer make the triple), the corpus, and stage 01's lowest- and
+highest-attended entities per studied passage.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Mapping
+
+from ecqg import paths
+from ecqg.bias_study import test_gold_ids
+from ecqg.data.dpr import read_dpr_retriever_json
+from ecqg.data.records import read_corpus
+from ecqg.io import read_jsonl
+
+GENERATORS = ("uncon", "con")
+
+
+def gold_triples(params: Mapping) -> tuple[list[dict], dict[str, dict], dict]:
+    """Gold (question, passage, answer) triples, their passages ``id -> {title, text}``, and unusable-input counts.
+
+    Each triple: ``id, question, answer, answer_start, passage_id``.
+    """
+    triples, skipped = [], {"answer_not_in_passage": 0, "no_positive_passage": 0}
+    passages: dict[str, dict] = {}
+    annotated = [t for _, t in read_jsonl(paths.TRAIN_GOLD)] if paths.TRAIN_GOLD.is_file() else []
+    if annotated:  # stage prepare inlines each triple's passage (title, text)
+        for t in annotated:
+            passages[t["passage_id"]] = {"title": t.pop("title"), "text": t.pop("text")}
+            triples.append(t)
+    elif paths.TRAIN_GOLD_DPR.is_file():
+        for i, record in enumerate(read_dpr_retriever_json(paths.TRAIN_GOLD_DPR)):
+            if not record["positive_ctxs"]:
+                skipped["no_positive_passage"] += 1
+                continue
+            ctx = record["positive_ctxs"][0]
+            found = [(ctx["text"].lower().find(a.lower()), a) for a in record["answers"]]
+            found = [(start, a) for start, a in found if start >= 0]
+            if not found:
+                skipped["answer_not_in_passage"] += 1
+                continue
+            start, answer = found[0]
+            pid = str(ctx.get("passage_id") or ctx.get("id") or f"dpr-{i}-pos")
+            passages[pid] = {"title": ctx.get("title", ""), "text": ctx["text"]}
+            triples.append({"id": str(record.get("id", f"dpr-{i}")), "question": record["question"],
+                            "answer": ctx["text"][start:start + len(answer)], "answer_start": start,
+                            "passage_id": pid, "source": "dpr"})
+    if not triples:
+        raise ValueError(f"no gold triples: neither {paths.TRAIN_GOLD} nor {paths.TRAIN_GOLD_DPR} holds any")
+    return triples, passages, skipped
+
+
+def split_triples(triples: list[dict], entities: list, params: Mapping) -> tuple[list, list, list, list]:
+    """Held-out triples by whole passages (:func:`ecqg.qg.split_heldout`), then the profile's seeded training
+    sub-sample; each list comes with its triples' conditioning entities. Returns train, train_entities, heldout,
+    heldout_entities."""
+    from ecqg.qg import split_heldout
+
+    settings = params["qg"]["train"]
+    entity_of = {t["id"]: e for t, e in zip(triples, entities)}
+    train, heldout = split_heldout(triples, settings["heldout"], seed=params["seed"])
+    limit = settings["max_examples"]
+    if limit is not None and limit < len(train):
+        keep = sorted(random.Random(f"{params['seed']}-qg-train").sample(range(len(train)), limit))
+        train = [train[i] for i in keep]
+    return train, [entity_of[t["id"]] for t in train], heldout, [entity_of[t["id"]] for t in heldout]
+
+
+def generator_settings(params: Mapping) -> dict:
+    """Keyword arguments shared by training and generation (source format and lengths)."""
+    qg = params["qg"]
+    return {"source_max_length": qg["source_max_length"], "window_words": qg["window_words"]}
+
+
+def train_generator(generator: str, train: list, train_entities: list, passages: Mapping, params: Mapping,
+                    progress: bool = True) -> tuple[Any, Any, dict]:
+    """Build and train one generator (resuming an interrupted run of the same settings); save it to
+    ``outputs/qg/models/<generator>``. Returns model, tokenizer and the training figures."""
+    from ecqg import qg as qgm
+    from ecqg.retrieval.pipeline import fingerprint
+
+    settings = params["qg"]
+    marking = settings["entity_marking"] if generator == "con" else None
+    examples, counts = qgm.build_examples(train, passages, generator, marking=marking or qgm.DEFAULT_MARKING,
+                                          entities=train_entities, window_words=settings["window_words"],
+                                          progress=progress)
+    model, tokenizer = qgm.build_generator(settings["model"])
+    run_dir = paths.QG_CHECKPOINTS / generator / fingerprint(settings, params["seed"], [t["id"] for t in train])
+    result = qgm.train_generator(model, tokenizer, examples, run_dir, settings["train"], seed=params["seed"],
+                                 source_max_length=settings["source_max_length"],
+                                 target_max_length=settings["target_max_length"], progress=progress)
+    qgm.save_generator(model, tokenizer, paths.generator_dir(generator))
+    return model, tokenizer, {**result, "examples": len(examples), "example_counts": dict(counts)}
+
+
+def generate(model, tokenizer, generator: str, inputs: list[dict], params: Mapping, seed_tag: str,
+             progress: bool = True) -> tuple[list[dict], dict]:
+    """Sample questions for ``inputs`` with the profile's sampling settings; returns records and drop counts."""
+    from ecqg import qg as qgm
+
+    settings, gen = params["qg"], params["qg"]["generate"]
+    seed = int(fingerprint_int(params["seed"], seed_tag))
+    records, drops = qgm.generate_questions(
+        model, tokenizer, inputs, marking=settings["entity_marking"] if generator == "con" else None,
+        top_k=gen["top_k"], top_p=gen["top_p"], samples=gen["samples"], batch_size=gen["batch_size"],
+        max_new_tokens=gen["max_new_tokens"], seed=seed, progress=progress, **generator_settings(params))
+    for r in records:
+        r["generator"] = generator
+    return records, dict(drops)
+
+
+def fingerprint_int(*parts: Any) -> int:
+    """A stable integer seed from parts (so each generation call has its own, reproducible stream)."""
+    import hashlib
+
+    return int(hashlib.sha256(repr(parts).encode()).hexdigest()[:12], 16)
+
+
+def unconditioned_inputs(params: Mapping) -> tuple[list[dict], dict]:
+    """Corpus passages for unconditioned generation: a seeded sample, without the test gold passages when
+    ``attention.exclude_test_gold`` (the same leak guard as stage 01's sample)."""
+    exclude = params["attention"]["exclude_test_gold"]
+    excluded = test_gold_ids(params["data"]["test_sets"]) if exclude else set()
+    pool = [p for p in read_corpus(paths.CORPUS) if p["id"] not in excluded]
+    size = min(params["qg"]["generate"]["uncon_passages"], len(pool))
+    chosen = sorted(random.Random(f"{params['seed']}-qg-uncon").sample(range(len(pool)), size))
+    inputs = [{"passage_id": pool[i]["id"], "title": pool[i]["title"], "text": pool[i]["text"], "entity": None,
+               "entity_start": None, "entity_label": None} for i in chosen]
+    return inputs, {"pool": len(pool), "excluded_test_gold": len(excluded), "sampled": size}
+
+
+def _entity_input(record: Mapping, entity: Mapping, role: str) -> dict:
+    return {"passage_id": record["passage_id"], "title": record["title"], "text": record["text"],
+            "entity": entity["entity"], "entity_start": entity["start_char"], "entity_label": entity["label"],
+            "attention": entity["attention"], "role": role, "rank": entity.get("rank", 1)}
+
+
+def conditioned_inputs() -> list[dict]:
+    """Stage 01's lowest-attended entities, one input each: the paper's conditioned generation."""
+    return [_entity_input(r, e, "lowest") for _, r in read_jsonl(paths.QG_ENTITIES) for e in r["entities"]]
+
+
+def probe_inputs() -> list[dict]:
+    """Per studied passage its highest- and (rank-1) lowest-attended entity: the paper's Table 1 probe (how a
+    retriever scores questions about the entities it attends to most vs least)."""
+    out = []
+    for _, r in read_jsonl(paths.QG_ENTITIES):
+        if "highest" not in r:
+            raise ValueError(f"{paths.QG_ENTITIES}: passage {r['passage_id']} has no 'highest' entity; rerun stage 01")
+        out.append(_entity_input(r, r["highest"], "highest"))
+        out.append(_entity_input(r, r["entities"][0], "lowest"))
+    return out
+
+
+def with_probe_roles(records: list[dict], inputs: list[dict]) -> list[dict]:
+    """Probe questions with the ``role`` (highest / lowest) and attention of the entity they were generated for."""
+    from ecqg.qg import reference_key
+
+    role = {reference_key(i["passage_id"], i["entity"]): (i["role"], i["attention"]) for i in inputs}
+    out = []
+    for r in records:
+        which, attention = role[reference_key(r["passage_id"], r["entity"])]
+        out.append({**r, "id": f"{r['id']}-{which}", "role": which, "attention": attention})
+    return out

@@ -1,0 +1,142 @@
+"""Stages 03 and 04 in the pipeline: filter the generated questions, then mix the survivors into the UnCon and
+Mixed pre-training sets.
+
+Notebooks 03 and 04 call these around :mod:`ecqg.filtering` and :mod:`ecqg.mixing`, which hold the methods; this
+module only knows where the pipeline keeps things and which params steer them.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any, Mapping
+
+from ecqg import paths
+from ecqg.data.records import read_corpus, read_squad2_unanswerable
+from ecqg.qg_pipeline import GENERATORS
+
+
+def passages_by_id(ids: set[str] | None = None) -> dict[str, dict]:
+    """Corpus passages ``id -> {title, text}`` (only ``ids`` when given)."""
+    return {p["id"]: {"title": p["title"], "text": p["text"]} for p in read_corpus(paths.CORPUS)
+            if ids is None or p["id"] in ids}
+
+
+def generated_questions() -> dict[str, list[dict]]:
+    """Stage 02's sampled questions per generator, validated (errors name the file, line and field)."""
+    from ecqg.filtering import read_generated
+
+    return {g: list(read_generated(paths.generated_file(g))) for g in GENERATORS}
+
+
+def probe_questions() -> list[dict]:
+    """Stage 02's Table 1 probe questions (conditioned, about highest- and lowest-attended entities)."""
+    from ecqg.filtering import read_generated
+
+    return list(read_generated(paths.QG_PROBES))
+
+
+# ------------------------------------------------------------------------------------------------ the MRC reader
+
+
+def mrc_data(params: Mapping) -> tuple[list[dict], list[dict], dict]:
+    """SQuAD2-style training and held-out examples from the gold triples and the SQuAD 2.0 unanswerables, split by
+    passage; the training part sub-sampled to ``mrc.train.max_examples`` and the held-out part to
+    ``mrc.eval_examples`` (both seeded)."""
+    from ecqg.filtering import mrc_examples, split_by_passage
+
+    mrc = params["mrc"]
+    from ecqg.qg_pipeline import gold_triples
+
+    triples, passages, _ = gold_triples(params)  # the bundle's triples, or the paper profile's DPR positives
+    unanswerable = list(read_squad2_unanswerable(params["data"]["mrc_unanswerable"]))
+    passages.update(passages_by_id({u["passage_id"] for u in unanswerable}))
+    unanswerable = [u for u in unanswerable if u["passage_id"] in passages]  # profile may have cut the corpus
+    examples = mrc_examples(triples, unanswerable, passages)
+    train, heldout = split_by_passage(examples, mrc["heldout_fraction"], params["seed"],
+                                      max_train=mrc["train"]["max_examples"])
+    if len(heldout) > mrc["eval_examples"]:
+        heldout = random.Random(f"{params['seed']}-mrc-eval").sample(heldout, mrc["eval_examples"])
+    counts = {"examples": len(examples), "answerable": sum(bool(e["answers"]) for e in examples),
+              "train": len(train), "train_answerable": sum(bool(e["answers"]) for e in train),
+              "heldout": len(heldout), "heldout_answerable": sum(bool(e["answers"]) for e in heldout)}
+    return train, heldout, counts
+
+
+def reader(params: Mapping, train: list[dict], progress: bool = True) -> tuple[Any, Any, dict | None]:
+    """The MRC reader: ``mrc.model`` as is (``train_model: false``), or trained here on ``train`` (resumable);
+    saved to ``outputs/filtering/mrc_model``. Returns model, tokenizer, training figures (None when not trained)."""
+    from ecqg.filtering import build_mrc_model, save_mrc, train_mrc
+    from ecqg.retrieval.pipeline import fingerprint
+
+    mrc = params["mrc"]
+    model, tokenizer = build_mrc_model(mrc["model"], seed=params["seed"])
+    figures = None
+    if mrc["train_model"]:
+        settings = {k: v for k, v in mrc.items() if k not in ("eval_examples",)}
+        run_dir = paths.MRC_CHECKPOINTS / fingerprint(settings, params["seed"], [e["id"] for e in train])
+        figures = train_mrc(model, tokenizer, train, run_dir, mrc["train"], seed=params["seed"],
+                            max_length=mrc["max_length"], stride=mrc["stride"],
+                            answer_windows_only=mrc["answer_windows_only"], progress=progress)
+    save_mrc(model, tokenizer, paths.MRC_MODEL)
+    return model, tokenizer, figures
+
+
+def read(model, tokenizer, questions: list[dict], passages: Mapping | None, params: Mapping,
+         progress: bool = True) -> tuple[dict, float]:
+    """The reader's answers to ``questions`` (with striding) and the questions per second."""
+    from ecqg.filtering import predict
+
+    mrc = params["mrc"]
+    start = time.perf_counter()
+    predictions = predict(model, tokenizer, questions, passages, max_length=mrc["max_length"], stride=mrc["stride"],
+                          max_answer_length=mrc["max_answer_length"], null_threshold=mrc["null_threshold"],
+                          progress=progress)
+    return predictions, len(questions) / max(time.perf_counter() - start, 1e-9)
+
+
+# ------------------------------------------------------------------------------------------------ the two filters
+
+
+def stage1(records: list[dict], predictions: Mapping, passages: Mapping, params: Mapping
+           ) -> tuple[list[dict], list[dict], dict]:
+    """Stage 1 by ``filtering.stage1``: the MRC round trip, or the answer-in-passage substitute (labelled so)."""
+    from ecqg.filtering import answer_in_passage_filter, roundtrip_filter
+
+    f = params["filtering"]
+    if f["stage1"] == "roundtrip":
+        return roundtrip_filter(records, predictions, f["min_confidence"], f["require_overlap"])
+    return answer_in_passage_filter(records, passages)
+
+
+def stage2(records: list[dict], passages: Mapping, params: Mapping, progress: bool = True
+           ) -> tuple[list[dict], list[dict], dict, dict]:
+    """Stage 2: the baseline DPR's score and own-passage rank for each survivor, then the hardness cut."""
+    from ecqg.filtering import dpr_hardness, hardness_filter
+    from ecqg.retrieval.biencoder import BiEncoder
+    from ecqg.retrieval.dense import load_index
+
+    f = params["filtering"]
+    model = BiEncoder.load(paths.model_dir("baseline"))
+    index, ids = load_index(paths.dense_index_dir("baseline"))
+    scores = dpr_hardness(model, records, passages, index, ids, depth=f["depth"],
+                          batch_size=params["dpr"]["encode"]["batch_size"], progress=progress)
+    kept, rejected, stats = hardness_filter(records, scores, f["hardness"], f["keep_fraction"], f["max_rank"])
+    return kept, rejected, stats, scores
+
+
+# ------------------------------------------------------------------------------------------------ mixing
+
+
+def kept_questions() -> dict[str, list[dict]]:
+    """Stage 03's survivors per generator."""
+    from ecqg.filtering import read_generated
+
+    return {g: list(read_generated(paths.kept_file(g))) for g in GENERATORS}
+
+
+def test_question_keys(params: Mapping) -> set[str]:
+    """Question keys of every prepared test set: no synthetic question may equal one."""
+    from ecqg.mixing import question_keys_of
+
+    return question_keys_of([paths.questions_file(name) for name in params["data"]["test_sets"]])
