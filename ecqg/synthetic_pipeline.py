@@ -100,13 +100,17 @@ def read(model, tokenizer, questions: list[dict], passages: Mapping | None, para
 
 def stage1(records: list[dict], predictions: Mapping, passages: Mapping, params: Mapping
            ) -> tuple[list[dict], list[dict], dict]:
-    """Stage 1 by ``filtering.stage1``: the MRC round trip, or the answer-in-passage substitute (labelled so)."""
-    from ecqg.filtering import answer_in_passage_filter, roundtrip_filter
+    """Stage 1 by ``filtering.stage1``: the MRC round trip, the answer-in-passage substitute, or ``none`` (stage 1
+    skipped: every parsed question goes on to stage 2). The rule used is written into the metrics."""
+    from ecqg.filtering import answer_in_passage_filter, check_generated, roundtrip_filter
 
     f = params["filtering"]
     if f["stage1"] == "roundtrip":
         return roundtrip_filter(records, predictions, f["min_confidence"], f["require_overlap"])
-    return answer_in_passage_filter(records, passages)
+    if f["stage1"] == "answer_in_passage":
+        return answer_in_passage_filter(records, passages)
+    kept = check_generated(records)
+    return kept, [], {"in": len(kept), "kept": len(kept), "method": "none (stage 1 skipped)"}
 
 
 def stage2(records: list[dict], passages: Mapping, params: Mapping, progress: bool = True
