@@ -82,6 +82,19 @@ def training_arguments(output_dir: str | Path, settings: Mapping[str, Any], seed
     )
 
 
+def _step_logger():
+    """A Trainer callback that logs every logging step through ``logging``: inside a papermill-run notebook the
+    Trainer's own progress bar is a widget, so without it a DVC log would show nothing during training."""
+    from transformers import TrainerCallback
+
+    class StepLogger(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            figures = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in (logs or {}).items())
+            log.info("step %d/%d: %s", state.global_step, state.max_steps, figures)
+
+    return StepLogger()
+
+
 def train_with_checkpoints(model, train_dataset, output_dir: str | Path, settings: Mapping[str, Any], *, seed: int,
                            data_collator=None, progress: bool = True) -> dict[str, Any]:
     """Train ``model`` in place on ``train_dataset``, resuming from the latest complete checkpoint in ``output_dir``.
@@ -101,7 +114,8 @@ def train_with_checkpoints(model, train_dataset, output_dir: str | Path, setting
     if resume is not None:
         log.info("resuming training from %s", resume)
     args = training_arguments(output_dir, settings, seed, progress)
-    trainer = Trainer(model=model, args=args, train_dataset=train_dataset, data_collator=data_collator)
+    trainer = Trainer(model=model, args=args, train_dataset=train_dataset, data_collator=data_collator,
+                      callbacks=[_step_logger()])
     start_step = 0 if resume is None else int(_CHECKPOINT.match(resume.name).group(1))
     start = time.perf_counter()
     trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)

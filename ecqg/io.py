@@ -32,6 +32,23 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         shutil.rmtree(tmp.parent, ignore_errors=True)
 
 
+def empty_directory(path: str | Path) -> Path:
+    """Leave ``path`` an existing, empty directory (used to drop a finished run's training checkpoints).
+
+    The old directory is renamed away first and deleted afterwards, so a kill midway never leaves a half-deleted
+    checkpoint that still looks complete to a later resume.
+    """
+    path = Path(path)
+    if path.is_dir():
+        doomed = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".deleting", dir=path.parent))
+        os.replace(path, doomed / path.name)
+        path.mkdir()
+        shutil.rmtree(doomed, ignore_errors=True)
+    else:
+        path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def _open_write(path: Path):
     if path.suffix == ".gz":
         # mtime=0 and no embedded file name: the same content gives the same bytes.

@@ -550,7 +550,7 @@ def evaluate_generator(records: Sequence[Mapping[str, Any]], references: Mapping
         bucket.add(q)
     n = len(records)
     out: dict[str, Any] = {"kept": n, **question_scores(hyps, refs)}
-    share = (lambda a, b: round(a / b, 4) if b else float("nan"))
+    share = (lambda a, b: round(a / b, 4) if b else None)  # None (JSON null): not applicable, e.g. no entities
     out.update({"entity_mention_rate": share(mention, with_entity), "answer_in_passage_rate": share(in_passage, n),
                 "duplicate_rate": share(dups, n), "inputs": len(seen)})
     if generated is not None:

@@ -15,7 +15,7 @@ from ecqg import paths
 from ecqg.bias_study import test_gold_ids
 from ecqg.data.dpr import read_dpr_retriever_json
 from ecqg.data.records import read_corpus
-from ecqg.io import read_jsonl
+from ecqg.io import empty_directory, read_jsonl
 
 GENERATORS = ("uncon", "con")
 
@@ -79,7 +79,8 @@ def generator_settings(params: Mapping) -> dict:
 def train_generator(generator: str, train: list, train_entities: list, passages: Mapping, params: Mapping,
                     progress: bool = True) -> tuple[Any, Any, dict]:
     """Build and train one generator (resuming an interrupted run of the same settings); save it to
-    ``outputs/qg/models/<generator>``. Returns model, tokenizer and the training figures."""
+    ``outputs/qg/models/<generator>`` and drop its checkpoints (gigabytes; only an interrupted run needs them).
+    Returns model, tokenizer and the training figures."""
     from ecqg import qg as qgm
     from ecqg.retrieval.pipeline import fingerprint
 
@@ -94,6 +95,7 @@ def train_generator(generator: str, train: list, train_entities: list, passages:
                                  source_max_length=settings["source_max_length"],
                                  target_max_length=settings["target_max_length"], progress=progress)
     qgm.save_generator(model, tokenizer, paths.generator_dir(generator))
+    empty_directory(paths.QG_CHECKPOINTS / generator)
     return model, tokenizer, {**result, "examples": len(examples), "example_counts": dict(counts)}
 
 

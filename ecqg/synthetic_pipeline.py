@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from ecqg import paths
 from ecqg.data.records import read_corpus, read_squad2_unanswerable
+from ecqg.io import empty_directory
 from ecqg.qg_pipeline import GENERATORS
 
 
@@ -65,7 +66,8 @@ def mrc_data(params: Mapping) -> tuple[list[dict], list[dict], dict]:
 
 def reader(params: Mapping, train: list[dict], progress: bool = True) -> tuple[Any, Any, dict | None]:
     """The MRC reader: ``mrc.model`` as is (``train_model: false``), or trained here on ``train`` (resumable);
-    saved to ``outputs/filtering/mrc_model``. Returns model, tokenizer, training figures (None when not trained)."""
+    saved to ``outputs/filtering/mrc_model``, its checkpoints dropped once it is saved. Returns model, tokenizer,
+    training figures (None when not trained)."""
     from ecqg.filtering import build_mrc_model, save_mrc, train_mrc
     from ecqg.retrieval.pipeline import fingerprint
 
@@ -79,6 +81,7 @@ def reader(params: Mapping, train: list[dict], progress: bool = True) -> tuple[A
                             max_length=mrc["max_length"], stride=mrc["stride"],
                             answer_windows_only=mrc["answer_windows_only"], progress=progress)
     save_mrc(model, tokenizer, paths.MRC_MODEL)
+    empty_directory(paths.MRC_CHECKPOINTS)
     return model, tokenizer, figures
 
 

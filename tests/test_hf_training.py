@@ -24,8 +24,10 @@ def _model():
                                                     num_attention_heads=2, intermediate_size=32))
 
 
-def test_trains_checkpoints_and_resumes(tmp_path):
+def test_trains_checkpoints_and_resumes(tmp_path, caplog):
+    caplog.set_level("INFO", logger="ecqg.hf_training")
     first = train_with_checkpoints(_model(), _Toy(), tmp_path, SETTINGS, seed=1, progress=False)
+    assert any(r.getMessage().startswith("step 3/10: loss ") for r in caplog.records), "no step lines logged"
     assert first["steps"] == 10 and first["resumed_from"] is None
     assert [p.name for p in complete_checkpoints(tmp_path)] == ["checkpoint-9", "checkpoint-10"]
     assert any("loss" in row for row in first["history"])

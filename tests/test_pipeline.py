@@ -152,6 +152,9 @@ def test_smoke_dag_end_to_end(tmp_path):
     comparison = json.loads((repo / "outputs/metrics/encoder_comparison.json").read_text())
     assert set(comparison["attention"]["encoders"]) == {"dpr_baseline", "dpr_uncon", "dpr_mixed"}
     assert "dpr_mixed_minus_dpr_baseline" in comparison["attention"]["paired"]
+    # Checkpoints only serve a killed run: once a model is saved they are gone (gigabytes otherwise).
+    assert (repo / "outputs/checkpoints/qg").is_dir()
+    assert not [p for p in (repo / "outputs/checkpoints").rglob("*") if p.is_file()]
     readme = (repo / "README.md").read_text()
     assert "UnCon-DPR" in readme.split("<!-- results:start -->")[1].split("<!-- results:end -->")[0]
 

@@ -224,6 +224,8 @@ def test_evaluate_generator_rates():
     assert out["entity_mention_rate"] == 1.0 and out["answer_in_passage_rate"] == pytest.approx(2 / 3, abs=1e-4)
     assert out["duplicate_rate"] == pytest.approx(1 / 3, abs=1e-4) and out["kept_rate"] == 0.75
     assert out["inputs"] == 2
+    # Without conditioned records the mention rate does not apply: JSON null, never NaN (invalid JSON).
+    assert qg.evaluate_generator(recs[2:], refs, PASSAGES)["entity_mention_rate"] is None
     with pytest.raises(KeyError, match="no reference question"):
         qg.evaluate_generator([{**recs[2], "passage_id": "zz"}], refs, PASSAGES)
     table = qg.side_by_side(recs[2:], recs[:1], PASSAGES)

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from ecqg import paths
 from ecqg.data.dpr import read_dpr_retriever_json
-from ecqg.io import read_jsonl
+from ecqg.io import empty_directory, read_jsonl
 from ecqg.retrieval.biencoder import BiEncoder
 from ecqg.retrieval.train import TrainConfig, data_fingerprint, latest_checkpoint, split_records, train_biencoder
 
@@ -103,6 +103,9 @@ def train_variant(variant: str, params: Mapping, progress: bool = True) -> dict:
     ``baseline``: the base checkpoint fine-tuned on gold data only (the paper's DPR row). ``uncon`` / ``mixed``:
     pre-trained on the synthetic set of that name (``dpr.pretrain``), then fine-tuned exactly like the baseline
     (same records, settings and seed), so the rows differ only in the synthetic pre-training.
+
+    Checkpoints (with optimizer state, about 0.5 GB each for MiniLM) serve only to resume a killed run: once the
+    model is saved, the variant's checkpoint directory is emptied, older settings' runs included.
     """
     if variant not in VARIANTS:
         raise ValueError(f"unknown DPR variant '{variant}'; known: {', '.join(VARIANTS)}")
@@ -129,6 +132,7 @@ def train_variant(variant: str, params: Mapping, progress: bool = True) -> dict:
         shutil.rmtree(target)
     shutil.copytree(run_dir / "model", target)
     shutil.copy2(run_dir / "history.jsonl", target / "history.jsonl")
+    empty_directory(paths.checkpoint_dir(variant))
     return {**result, "pretrain": pretrain}
 
 
