@@ -32,20 +32,21 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         shutil.rmtree(tmp.parent, ignore_errors=True)
 
 
-def empty_directory(path: str | Path) -> Path:
-    """Leave ``path`` an existing, empty directory (used to drop a finished run's training checkpoints).
+def remove_directory(path: str | Path) -> None:
+    """Rename first, then delete, so a half-deleted directory (a checkpoint) never looks complete to a resume."""
+    path = Path(path)
+    doomed = path.with_name(f".{path.name}.deleting")
+    shutil.rmtree(doomed, ignore_errors=True)
+    os.replace(path, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
 
-    The old directory is renamed away first and deleted afterwards, so a kill midway never leaves a half-deleted
-    checkpoint that still looks complete to a later resume.
-    """
+
+def empty_directory(path: str | Path) -> Path:
+    """Leave ``path`` an existing, empty directory (drops a finished run's training checkpoints)."""
     path = Path(path)
     if path.is_dir():
-        doomed = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".deleting", dir=path.parent))
-        os.replace(path, doomed / path.name)
-        path.mkdir()
-        shutil.rmtree(doomed, ignore_errors=True)
-    else:
-        path.mkdir(parents=True, exist_ok=True)
+        remove_directory(path)
+    path.mkdir(parents=True, exist_ok=True)
     return path
 
 

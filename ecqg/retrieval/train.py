@@ -64,7 +64,7 @@ import torch
 import torch.nn.functional as F
 
 from ecqg.errors import DataFormatError
-from ecqg.io import write_json, write_jsonl
+from ecqg.io import remove_directory, write_json, write_jsonl
 from ecqg.retrieval.biencoder import BiEncoder
 
 log = logging.getLogger(__name__)
@@ -474,20 +474,12 @@ def latest_checkpoint(directory: str | Path) -> Path | None:
     return max(found)[1] if found else None
 
 
-def _remove_dir(path: Path) -> None:
-    """Rename first, then delete, so a half-deleted checkpoint never looks complete."""
-    doomed = path.with_name(f".{path.name}.deleting")
-    shutil.rmtree(doomed, ignore_errors=True)
-    os.replace(path, doomed)
-    shutil.rmtree(doomed, ignore_errors=True)
-
-
 def prune_checkpoints(directory: Path, keep: int) -> None:
     """Keep the ``keep`` highest-step complete checkpoints."""
     complete = sorted((int(m.group(1)), p) for p in directory.iterdir()
                       if (m := CHECKPOINT_RE.match(p.name)) and (p / STATE_FILE).is_file())
     for _, path in complete[:-keep]:
-        _remove_dir(path)
+        remove_directory(path)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -614,7 +606,7 @@ class _Trainer:
             write_json(tmp / STATE_FILE, state)       # last: its presence marks the checkpoint complete
             final = self.ckpt_dir / name
             if final.exists():
-                _remove_dir(final)
+                remove_directory(final)
             os.replace(tmp, final)
             prune_checkpoints(self.ckpt_dir, self.cfg.keep_checkpoints)
             write_jsonl(self.out / "history.jsonl", prog.history)
