@@ -107,6 +107,8 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "attention.batch_size": ((int,), _positive, "an integer > 0"),
     "qg.model": ((str,), bool, "a model reference (bundled:minilm, a directory or a hub id)"),
     "qg.entity_marking": ((str,), lambda v: v in ("markers", "segment"), "markers or segment"),
+    "qg.entity_placeholder": ((str, type(None)), lambda v: v is None or (0 < len(v) <= 16 and " " not in v),
+                              "null or a token without spaces, e.g. [ENT]"),
     "qg.source_max_length": ((int,), lambda v: 16 <= v <= 1024, "an integer in [16, 1024]"),
     "qg.window_words": ((int, type(None)), lambda v: v is None or v >= 8, "null or an integer >= 8"),
     "qg.target_max_length": ((int,), lambda v: 8 <= v <= 256, "an integer in [8, 256]"),

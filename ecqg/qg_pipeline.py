@@ -86,10 +86,11 @@ def train_generator(generator: str, train: list, train_entities: list, passages:
 
     settings = params["qg"]
     marking = settings["entity_marking"] if generator == "con" else None
+    placeholder = settings["entity_placeholder"] if generator == "con" else None
     examples, counts = qgm.build_examples(train, passages, generator, marking=marking or qgm.DEFAULT_MARKING,
                                           entities=train_entities, window_words=settings["window_words"],
-                                          progress=progress)
-    model, tokenizer = qgm.build_generator(settings["model"])
+                                          placeholder=placeholder, progress=progress)
+    model, tokenizer = qgm.build_generator(settings["model"], placeholder=placeholder)
     run_dir = paths.QG_CHECKPOINTS / generator / fingerprint(settings, params["seed"], [t["id"] for t in train])
     result = qgm.train_generator(model, tokenizer, examples, run_dir, settings["train"], seed=params["seed"],
                                  source_max_length=settings["source_max_length"],
@@ -109,7 +110,8 @@ def generate(model, tokenizer, generator: str, inputs: list[dict], params: Mappi
     records, drops = qgm.generate_questions(
         model, tokenizer, inputs, marking=settings["entity_marking"] if generator == "con" else None,
         top_k=gen["top_k"], top_p=gen["top_p"], samples=gen["samples"], batch_size=gen["batch_size"],
-        max_new_tokens=gen["max_new_tokens"], seed=seed, progress=progress, **generator_settings(params))
+        max_new_tokens=gen["max_new_tokens"], seed=seed, progress=progress,
+        placeholder=settings["entity_placeholder"] if generator == "con" else None, **generator_settings(params))
     for r in records:
         r["generator"] = generator
     return records, dict(drops)

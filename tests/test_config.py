@@ -31,7 +31,9 @@ def test_committed_params_yaml_is_valid():
 
 def test_overlay_changes_only_what_the_preset_lists():
     mini, smoke = config.preset("mini", REPO / "params"), config.preset("smoke", REPO / "params")
-    assert smoke["data"]["max_questions_per_set"] == 40 and mini["data"]["max_questions_per_set"] is None
+    paper = config.preset("paper", REPO / "params")
+    assert smoke["data"]["max_questions_per_set"] == 40 and mini["data"]["max_questions_per_set"] == 3000
+    assert paper["data"]["max_questions_per_set"] is None and paper["data"]["max_corpus_passages"] is None
     assert smoke["bm25"] == mini["bm25"]
 
 

@@ -50,6 +50,22 @@ def test_con_examples_skip_triples_without_entity_and_uncon_keeps_all():
         qg.build_examples([_triple(2, "Who?", "zz")], PASSAGES, "uncon", progress=False)
 
 
+
+def test_placeholder_replaces_the_entity_in_con_targets_only():
+    triples = [_triple(0, "Who defeated the Carolina Panthers?", "sb", "Denver Broncos")]
+    con, _ = qg.build_examples(triples, PASSAGES, "con", marking="markers", placeholder="[ENT]", progress=False)
+    assert con[0]["target"] == "Denver Broncos <sep> Who defeated the [ENT]?"
+    assert "<hl> Carolina Panthers <hl>" in con[0]["source"]          # the source still shows the entity
+    uncon, _ = qg.build_examples(triples, PASSAGES, "uncon", placeholder="[ENT]", progress=False)
+    assert "[ENT]" not in uncon[0]["target"]
+    assert qg.delexicalise("Where is normandy today?", "Normandy", "[E]") == "Where is [E] today?"
+    with pytest.raises(ValueError, match="triple 't9'.*'Paris' does not occur"):
+        qg.delexicalise("Where is Normandy?", "Paris", "[E]", where="gold triple 't9'")
+    assert qg.relexicalise("who beat [ENT]?", "Carolina Panthers", "[ENT]") == ("who beat Carolina Panthers?", True)
+    assert qg.relexicalise("is[ENT]'s x", "Oslo", "[ENT]") == ("is Oslo's x", True)
+    assert qg.relexicalise("who won?", "Carolina Panthers", "[ENT]") == ("who won?", False)
+
+
 # ------------------------------------------------------------------------------------------------ source / target
 def test_source_marks_the_entity_occurrence():
     start = NORMANS.index("Normandy")
@@ -185,6 +201,31 @@ def test_generation_schema_determinism_and_drops(tiny, monkeypatch):
     assert all(r["generator"] == "uncon" for r in plain)
     with pytest.raises(ValueError, match="input 0 .*'no'.* no entity"):
         qg.generate_questions(model, tokenizer, [{**_inputs()[0], "entity": None}], **kwargs)
+
+
+def test_placeholder_token_is_learnable_and_put_back(tiny, tmp_path, monkeypatch):
+    import copy
+
+    model, tokenizer = copy.deepcopy(tiny[0]), copy.deepcopy(tiny[1])
+    qg.add_placeholder_token(model, tokenizer, "[ENT]")
+    ids = tokenizer("who beat [ENT]?", add_special_tokens=False)["input_ids"]
+    assert len(ids) == 4 and tokenizer.decode(ids) == "who beat [ENT]?"            # one token, kept when decoding
+    for part in (model.encoder, model.decoder):
+        assert part.get_input_embeddings().num_embeddings == len(tokenizer)
+    data = qg.QGDataset([{"source": "x <hl> y <hl>", "target": "z <sep> who beat [ENT]?"}], tokenizer, model)
+    batch = qg.make_collator(tokenizer, model)([data[0]])
+    assert math.isfinite(model(**{k: v for k, v in batch.items() if k != "token_type_ids"}).loss.item())
+    qg.save_generator(model, tokenizer, tmp_path / "gen")
+    again, tok = qg.load_generator(tmp_path / "gen")
+    assert len(tok) == len(tokenizer) and again.decoder.get_output_embeddings().out_features == len(tokenizer)
+    # generation puts the entity back and says so in the record
+    monkeypatch.setattr(tokenizer, "batch_decode", lambda seqs, **kw: ["ans <sep> who beat [ENT] twice?"] * len(seqs))
+    records, _ = qg.generate_questions(model, tokenizer, _inputs()[1:2], marking="markers", placeholder="[ENT]",
+                                       max_new_tokens=3, progress=False, require_entity=True)
+    assert [r["question"] for r in records] == ["who beat Carolina Panthers twice?"]
+    assert records[0]["entity_via_placeholder"] is True
+    assert qg.evaluate_generator(records, {qg.reference_key("sb", "Carolina Panthers"): "Who lost?"},
+                                 PASSAGES)["placeholder_rate"] == 1.0
 
 
 def test_saved_generator_loads_back(tiny, tmp_path):
