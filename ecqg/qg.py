@@ -54,7 +54,6 @@ HIGHLIGHT = "<hl>"           # around the conditioning entity in the passage (``
 MARKINGS = ("markers", "segment")
 DEFAULT_MARKING = "markers"
 GENERATORS = ("uncon", "con")
-ENTITY_PLACEHOLDER = "[ENT]"  # the default qg.entity_placeholder
 NO_ENTITY_REASONS = ("no_noun_chunk", "only_wh_or_pronoun", "not_in_passage")
 DROP_REASONS = ("no_separator", "extra_separator", "empty_answer", "empty_question", "no_question_mark",
                 "question_too_short", "entity_not_mentioned")
@@ -360,10 +359,7 @@ def add_placeholder_token(model, tokenizer, placeholder: str) -> None:
     parts = (model.encoder, model.decoder) if _bert2bert(model) else (model,)
     for part in parts:
         if part.get_input_embeddings().num_embeddings < len(tokenizer):
-            part.resize_token_embeddings(len(tokenizer))
-    if _bert2bert(model):
-        model.config.decoder.vocab_size = model.decoder.config.vocab_size
-        model.config.encoder.vocab_size = model.encoder.config.vocab_size
+            part.resize_token_embeddings(len(tokenizer))  # updates the part's config, which is the model's
 
 
 def configure_bert2bert(model, tokenizer) -> None:

@@ -76,6 +76,11 @@ def generator_settings(params: Mapping) -> dict:
     return {"source_max_length": qg["source_max_length"], "window_words": qg["window_words"]}
 
 
+def placeholder(generator: str, params: Mapping) -> str | None:
+    """The entity placeholder token of ``generator`` (only the conditioned one has one; None when turned off)."""
+    return params["qg"]["entity_placeholder"] if generator == "con" else None
+
+
 def train_generator(generator: str, train: list, train_entities: list, passages: Mapping, params: Mapping,
                     progress: bool = True) -> tuple[Any, Any, dict]:
     """Build and train one generator (resuming an interrupted run of the same settings); save it to
@@ -86,11 +91,11 @@ def train_generator(generator: str, train: list, train_entities: list, passages:
 
     settings = params["qg"]
     marking = settings["entity_marking"] if generator == "con" else None
-    placeholder = settings["entity_placeholder"] if generator == "con" else None
+    token = placeholder(generator, params)
     examples, counts = qgm.build_examples(train, passages, generator, marking=marking or qgm.DEFAULT_MARKING,
                                           entities=train_entities, window_words=settings["window_words"],
-                                          placeholder=placeholder, progress=progress)
-    model, tokenizer = qgm.build_generator(settings["model"], placeholder=placeholder)
+                                          placeholder=token, progress=progress)
+    model, tokenizer = qgm.build_generator(settings["model"], placeholder=token)
     run_dir = paths.QG_CHECKPOINTS / generator / fingerprint(settings, params["seed"], [t["id"] for t in train])
     result = qgm.train_generator(model, tokenizer, examples, run_dir, settings["train"], seed=params["seed"],
                                  source_max_length=settings["source_max_length"],
@@ -111,7 +116,7 @@ def generate(model, tokenizer, generator: str, inputs: list[dict], params: Mappi
         model, tokenizer, inputs, marking=settings["entity_marking"] if generator == "con" else None,
         top_k=gen["top_k"], top_p=gen["top_p"], samples=gen["samples"], batch_size=gen["batch_size"],
         max_new_tokens=gen["max_new_tokens"], seed=seed, progress=progress,
-        placeholder=settings["entity_placeholder"] if generator == "con" else None, **generator_settings(params))
+        placeholder=placeholder(generator, params), **generator_settings(params))
     for r in records:
         r["generator"] = generator
     return records, dict(drops)
