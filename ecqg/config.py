@@ -62,6 +62,8 @@ def _train_rules(prefix: str, eval_every: bool = False, hard_negatives: bool = F
     if grad_cache:
         rules[f"{prefix}.grad_cache_chunk_size"] = ((int, type(None)), lambda v: v is None or v > 0,
                                                     "null or an integer > 0")
+        rules[f"{prefix}.length_bucket_size"] = ((int, type(None)), lambda v: v is None or v > 0,
+                                                 "null or an integer > 0")
     return rules
 
 

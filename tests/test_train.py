@@ -109,6 +109,23 @@ def test_grad_cache_gradients_equal_plain_full_batch_gradients(tokenizer, shared
         torch.testing.assert_close(cached[name], plain[name], rtol=1e-9, atol=1e-12, msg=name)
 
 
+def test_length_buckets_give_the_full_batch_loss_and_gradients(tokenizer):
+    """Passages forwarded in length-sorted buckets (each padded to its own longest) == one padded batch."""
+    accelerator = make_accelerator(config())
+    batch = make_batch(records(), list(range(7)), 1, seed=0, epoch=0)
+    batch.texts = [text + " and more" * (i * 5 % 7) for i, text in enumerate(batch.texts)]   # lengths differ
+    model = tiny_biencoder(tokenizer).double().eval()
+    loss_plain = ContrastiveStep(model, accelerator).backward(batch)
+    plain = grads(model)
+    model.zero_grad(set_to_none=True)
+    loss_buckets = ContrastiveStep(model, accelerator, length_bucket_size=3).backward(batch)
+    buckets = grads(model)
+    assert loss_plain == pytest.approx(loss_buckets, abs=1e-12)
+    assert plain.keys() == buckets.keys() and len(plain) > 10
+    for name in plain:
+        torch.testing.assert_close(buckets[name], plain[name], rtol=1e-9, atol=1e-12, msg=name)
+
+
 def test_grad_cache_restores_dropout_masks(tokenizer):
     """Dropout on: GradCache == one graph over the same chunks, because step 3 replays step 1's RNG states."""
     accelerator = make_accelerator(config())
