@@ -91,6 +91,9 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "dpr.base_model": ((str,), bool, "a model reference (bundled:minilm, a directory or a hub id)"),
     "dpr.shared_encoders": ((bool,), None, "true or false"),
     "dpr.pooling": ((str,), lambda v: v in ("cls", "mean"), "cls or mean"),
+    "dpr.seeds": ((list,), lambda v: bool(v) and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                                                     for s in v) and len(set(v)) == len(v),
+                  "a non-empty list of distinct integers >= 0 (training seeds; the first feeds stages 01, 03)"),
     "dpr.query_max_length": ((int,), lambda v: 8 <= v <= 512, "an integer in [8, 512]"),
     "dpr.passage_max_length": ((int,), lambda v: 16 <= v <= 512, "an integer in [16, 512]"),
     **_train_rules("dpr.finetune", eval_every=True, hard_negatives=True, grad_cache=True),

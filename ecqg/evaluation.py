@@ -3,7 +3,9 @@
 Why this shape: every number in the results table comes from one boolean matrix ``hits[q, r]`` ("the passage at rank
 r+1 for question q contains an answer"), computed once per run with DPR's exact matching (``ecqg.text``). Top-k
 accuracy, subsets, confidence intervals and paired comparisons are then cheap numpy over that matrix, so a notebook
-can re-slice results without re-reading passages.
+can re-slice results without re-reading passages. A model trained with several seeds gives a stack
+``hits[q, s, r]`` (question x seed x rank): its top-k accuracy is the mean over seeds, its CIs resample questions
+(each question carrying its seed-mean), and the spread over seeds is reported beside them.
 
 A run is ``dict[question id, list[(passage id, score)]]``, best first. Questions are dicts with ``id``, ``answers``,
 ``subsets`` and ``answer_type`` ("text" or "regex"); see DESIGN.md §1 item 6.
@@ -148,15 +150,27 @@ def _question_matcher(q: Mapping, passages: TokenizedPassages, lookup: Callable[
 
 # ------------------------------------------------------------------------------------------------------ accuracy
 def hits_at_k(hits: np.ndarray, ks: Sequence[int] = DEFAULT_KS) -> np.ndarray:
-    """``(n_questions, len(ks))`` bool: is there a hit within the top k? (a hit at rank r counts for every k >= r)."""
+    """``(n_questions, len(ks))``: is there a hit within the top k? (a hit at rank r counts for every k >= r).
+
+    Bool for one run (questions x ranks); for a seed stack (questions x seeds x ranks) the share of seeds with a hit
+    (float), so that its column means are the seed-mean accuracies.
+    """
+    per_seed = seed_hits_at_k(hits, ks)
+    return per_seed[:, 0] if np.asarray(hits).ndim == 2 else per_seed.mean(axis=1)
+
+
+def seed_hits_at_k(hits: np.ndarray, ks: Sequence[int] = DEFAULT_KS) -> np.ndarray:
+    """``(n_questions, n_seeds, len(ks))`` bool; one run (questions x ranks) counts as a single seed."""
     hits = np.asarray(hits, dtype=bool)
-    if hits.ndim != 2:
-        raise ValueError(f"hits must be 2-D (questions x ranks), got shape {hits.shape}")
-    bad = [k for k in ks if not 1 <= k <= hits.shape[1]]
+    if hits.ndim not in (2, 3):
+        raise ValueError(f"hits must be questions x ranks or questions x seeds x ranks, got shape {hits.shape}")
+    if hits.ndim == 2:
+        hits = hits[:, None, :]
+    bad = [k for k in ks if not 1 <= k <= hits.shape[2]]
     if bad:
-        raise ValueError(f"k={bad[0]} is outside 1..{hits.shape[1]} (the hit matrix has {hits.shape[1]} ranks)")
-    first_hit = np.logical_or.accumulate(hits, axis=1) if hits.shape[0] else hits
-    return first_hit[:, [k - 1 for k in ks]]
+        raise ValueError(f"k={bad[0]} is outside 1..{hits.shape[2]} (the hit matrix has {hits.shape[2]} ranks)")
+    first_hit = np.logical_or.accumulate(hits, axis=2) if hits.size else hits
+    return first_hit[:, :, [k - 1 for k in ks]]
 
 
 def bootstrap_ci(
@@ -223,22 +237,31 @@ def accuracy_table(
 ) -> pd.DataFrame:
     """Top-k accuracy with percentile-bootstrap CIs, for the full set and each subset (one row per subset and k).
 
-    Columns: system, dataset, subset, n, k, hits, accuracy, ci_low, ci_high, n_boot, seed. Accuracies are fractions
-    (0..1). Each subset is resampled on its own, with the same seed, so a table is reproducible from its params.
+    Columns: system, dataset, subset, n, k, hits, accuracy, ci_low, ci_high, n_boot, seed, seeds, seed_sd, seed_min,
+    seed_max. Accuracies are fractions (0..1). Each subset is resampled on its own, with the same seed, so a table is
+    reproducible from its params. ``hits`` may be a seed stack (questions x seeds x ranks): accuracy and ``hits`` are
+    then means over seeds, the CI resamples questions with their seed-mean, and ``seed_sd`` (n-1) / ``seed_min`` /
+    ``seed_max`` describe the per-seed accuracies (NaN sd for one seed).
     """
     if len(hits) != len(questions):
         raise ValueError(f"hits has {len(hits)} rows but there are {len(questions)} questions")
-    at_k = hits_at_k(hits, ks)
+    per_seed = seed_hits_at_k(hits, ks)
+    at_k = per_seed.mean(axis=1)
     rows = []
     for subset, mask in subset_masks(questions).items():
         sub = at_k[mask]
         low, high = bootstrap_ci(sub, n_boot, seed, confidence)
+        seed_acc = per_seed[mask].mean(axis=0) if mask.any() else np.full(per_seed.shape[1:], np.nan)  # seeds x ks
         for j, k in enumerate(ks):
-            n_hits = int(sub[:, j].sum())
+            n_hits = float(sub[:, j].sum())
             acc = n_hits / len(sub) if len(sub) else math.nan
+            spread = seed_acc[:, j]
             rows.append(dict(system=system, dataset=dataset, subset=subset, n=int(len(sub)), k=int(k),
-                             hits=n_hits, accuracy=acc, ci_low=float(low[j]), ci_high=float(high[j]),
-                             n_boot=int(n_boot), seed=int(seed)))
+                             hits=int(n_hits) if n_hits.is_integer() else n_hits, accuracy=acc,
+                             ci_low=float(low[j]), ci_high=float(high[j]), n_boot=int(n_boot), seed=int(seed),
+                             seeds=int(len(spread)),
+                             seed_sd=float(np.std(spread, ddof=1)) if len(spread) > 1 else math.nan,
+                             seed_min=float(spread.min()), seed_max=float(spread.max())))
     return pd.DataFrame(rows)
 
 
@@ -249,8 +272,8 @@ def paired_bootstrap(
 
     Questions are resampled jointly for both systems (the pairing removes between-question variance). The p-value is
     the share of null-centred resampled differences at least as extreme as the observed one, with the +1 correction
-    (so it is never 0 from a finite number of resamples). Accepts hit matrices (n x ranks) or per-question hit
-    vectors already at k.
+    (so it is never 0 from a finite number of resamples). Accepts hit matrices (n x ranks), seed stacks
+    (n x seeds x ranks: each question counts with its seed-mean) or per-question hit vectors already at k.
     """
     a, b = _at_k_vector(hits_a, k), _at_k_vector(hits_b, k)
     if a.shape != b.shape:
@@ -271,7 +294,8 @@ def paired_bootstrap(
 
 
 def _at_k_vector(hits: np.ndarray, k: int) -> np.ndarray:
-    hits = np.asarray(hits, dtype=bool)
+    """Per question: hit within the top k (bool), or the share of seeds with one (float) for a seed stack."""
+    hits = np.asarray(hits)
     if hits.ndim == 1:
         return hits
     return hits_at_k(hits, [k])[:, 0]

@@ -25,8 +25,8 @@ NQ_DEV_DISTANT = OUTPUTS / "train" / "nq_dev_distant.json"
 RUNS = OUTPUTS / "runs"
 
 # Stage 05 (DPR training, one per variant) and `retrieve_dense`.
-MODELS = OUTPUTS / "models"                 # <variant>/: bi-encoder (safetensors) + history.jsonl
-CHECKPOINTS = OUTPUTS / "checkpoints"       # <variant>/<fingerprint>/: resumable state (DVC persist: true)
+MODELS = OUTPUTS / "models"                 # dpr_<variant>_s<seed>/: bi-encoder (safetensors) + history.jsonl
+CHECKPOINTS = OUTPUTS / "checkpoints"       # dpr_<variant>_s<seed>/<fingerprint>/: resumable state (persist: true)
 DENSE_INDEXES = OUTPUTS / "indexes" / "dense"
 
 # Stage 01 (attention-bias study): per-passage lowest-attended entities, the input of conditioned QG.
@@ -67,16 +67,22 @@ def run_file(system: str, test_set: str) -> Path:
     return RUNS / system / f"{test_set}.trec"
 
 
-def model_dir(variant: str) -> Path:
-    return MODELS / f"dpr_{variant}"
+def dense_run_name(variant: str, seed: int) -> str:
+    """One trained dense model: a DPR variant and its training seed (``dpr_baseline_s2022``)."""
+    return f"dpr_{variant}_s{seed}"
 
 
-def checkpoint_dir(variant: str) -> Path:
-    return CHECKPOINTS / f"dpr_{variant}"
+def model_dir(variant: str, seed: int) -> Path:
+    return MODELS / dense_run_name(variant, seed)
 
 
-def dense_index_dir(variant: str) -> Path:
-    return DENSE_INDEXES / variant
+def checkpoint_dir(variant: str, seed: int) -> Path:
+    return CHECKPOINTS / dense_run_name(variant, seed)
+
+
+def dense_index_dir(variant: str, seed: int | None = None) -> Path:
+    """FAISS index of a trained model, or of the base checkpoint (``untrained``, no seed)."""
+    return DENSE_INDEXES / (variant if seed is None else f"{variant}_s{seed}")
 
 
 def generator_dir(generator: str) -> Path:

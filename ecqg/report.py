@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -90,6 +91,16 @@ def _paper_cells(dataset: str, subset: str) -> dict[tuple[str, int], float]:
     return {(r.system, int(r.k)): float(r.paper_accuracy) for r in rows.itertuples()}
 
 
+def _accuracy_cell(node: Mapping, k: int) -> str:
+    """``71.5 [69.9, 73.2]``, or ``71.5 ± 0.4 [69.9, 73.2]`` for a seed-mean (sd over seeds)."""
+    text = _ci(node, f"top{k}", f"top{k}_ci_low", f"top{k}_ci_high")
+    sd = node.get(f"top{k}_seed_sd")
+    if sd is None or text == "–":
+        return text
+    value, _, interval = text.partition(" ")
+    return f"{value} ± {_num(sd)} {interval}".rstrip()
+
+
 def render_table3(table3: Mapping) -> str:
     """Top-k accuracy (%) with 95% CIs, one table per test set / subset, systems in the paper's order, the paper's
     numbers beside ours where it reports them; then the paired differences the results stage computed."""
@@ -98,7 +109,11 @@ def render_table3(table3: Mapping) -> str:
     facts = [f"profile `{setting['profile']}`" if "profile" in setting else None,
              f"{setting['corpus_passages']:,} corpus passages" if "corpus_passages" in setting else None]
     if any(facts):
-        out.append("Setting: " + ", ".join(f for f in facts if f) + ". Cells: accuracy % [95% bootstrap CI].\n")
+        seeds = sorted({c.get("seeds", 1) for subs in accuracy.values() for sets in subs.values()
+                        for c in sets.values()})
+        spread = f" Dense rows trained with {seeds[-1]} seeds: mean ± sd over seeds." if seeds[-1] > 1 else ""
+        out.append("Setting: " + ", ".join(f for f in facts if f) + ". Cells: accuracy % [95% bootstrap CI]."
+                   + spread + "\n")
     if setting.get("note"):
         out.append(f"_{setting['note']}._\n")
     systems = _ordered(accuracy, TABLE3_ORDER)
@@ -112,7 +127,7 @@ def render_table3(table3: Mapping) -> str:
         header = ["system"] + [f"Top-{k}" for k in ks] + [f"paper Top-{k}" for k in paper_ks]
         rows = []
         for system, node in cells.items():
-            rows.append([_label(system)] + [_ci(node, f"top{k}", f"top{k}_ci_low", f"top{k}_ci_high") for k in ks]
+            rows.append([_label(system)] + [_accuracy_cell(node, k) for k in ks]
                         + [_num(paper.get((system, k))) for k in paper_ks])
         n_text = ", ".join(f"n={n}" for n in ns)
         out.append(f"**{DATASET_LABELS.get(dataset, dataset)} {SUBSET_LABELS.get(subset, subset)}** ({n_text})\n")
@@ -261,11 +276,17 @@ def render_wall_times(metrics_dir: Path) -> str:
         times[path.stem.removeprefix("stage_")] = float(node["wall_time_s"])
     if not times:
         return "### Stage wall times\n\n_No stage has run yet._\n"
-    rows = [[f"`{s}`", f"{times[s]:,.1f}", f"{times[s] / 60:.1f}"] for s in _ordered(times, STAGE_ORDER)]
+    rows = [[f"`{s}`", f"{times[s]:,.1f}", f"{times[s] / 60:.1f}"] for s in sorted(times, key=_stage_position)]
     total = sum(times.values())
     rows.append(["**total**", f"**{total:,.1f}**", f"**{total / 60:.1f}**"])
     return ("### Stage wall times\n\nLast run of each stage, from `stage_<name>.json`.\n\n"
             + _table(["stage", "seconds", "minutes"], rows))
+
+
+def _stage_position(name: str) -> tuple[int, str]:
+    """Pipeline order; a seeded run (``05_dpr_training.baseline-2022``) sits where its variant does."""
+    base = re.sub(r"-\d+$", "", name)
+    return (STAGE_ORDER.index(base) if base in STAGE_ORDER else len(STAGE_ORDER), name)
 
 
 # ========================================================================================================== public

@@ -80,15 +80,28 @@ class Evaluation:
 
 def evaluate_systems(systems: Sequence[str], test_sets: Mapping[str, list[dict]], text_of: Mapping[str, str],
                      ks: Sequence[int], n_boot: int, seed: int, confidence: float, depth: int,
-                     subsets: Sequence[str] = TABLE3_SUBSETS) -> Evaluation:
-    """Score every system's run on every test set; a missing run file is an error, not a blank row."""
+                     subsets: Sequence[str] = TABLE3_SUBSETS,
+                     seed_runs: Mapping[str, Sequence[str]] | None = None) -> Evaluation:
+    """Score every system's run on every test set; a missing run file is an error, not a blank row.
+
+    ``seed_runs``: a system trained with several seeds -> its run names (``ecqg.retrieval.pipeline.seed_runs``). Its
+    hits are then a question x seed x rank stack: the table gives the seed-mean with the spread over seeds, and
+    paired differences compare seed-means question by question. Other systems are their own single run.
+    """
+    seed_runs = seed_runs or {}
     tables, curves, hits = [], [], {}
     for system in systems:
+        runs = list(seed_runs.get(system, [system]))
         for name, questions in test_sets.items():
-            run_path = paths.run_file(system, name)
-            if not run_path.is_file():
-                raise FileNotFoundError(f"{run_path}: no run for system '{system}' on '{name}' (run `dvc repro`)")
-            matrix = evaluation.hit_matrix(evaluation.read_run(run_path), questions, text_of, k_max=depth)
+            matrices = []
+            for run in runs:
+                run_path = paths.run_file(run, name)
+                if not run_path.is_file():
+                    raise FileNotFoundError(f"{run_path}: no run '{run}' of system '{system}' on '{name}' "
+                                            "(run `dvc repro`)")
+                matrices.append(evaluation.hit_matrix(evaluation.read_run(run_path), questions, text_of,
+                                                      k_max=depth))
+            matrix = matrices[0] if len(matrices) == 1 else np.stack(matrices, axis=1)
             hits[(system, name)] = matrix
             tables.append(evaluation.accuracy_table(matrix, questions, ks, n_boot, seed, confidence, system, name))
             curves.append(_curve(matrix, questions, system, name))
@@ -98,20 +111,25 @@ def evaluate_systems(systems: Sequence[str], test_sets: Mapping[str, list[dict]]
 
 
 def _curve(matrix: np.ndarray, questions: list[dict], system: str, dataset: str) -> pd.DataFrame:
-    """Top-k accuracy for every k from 1 to the run depth (for the curves figure)."""
-    found = np.logical_or.accumulate(matrix, axis=1)
+    """Top-k accuracy for every k from 1 to the run depth (for the curves figure; a seed stack: the seed-mean)."""
+    found = np.logical_or.accumulate(matrix, axis=-1)
+    if found.ndim == 3:
+        found = found.mean(axis=1)
     frames = []
     for subset, mask in evaluation.subset_masks(questions).items():
-        acc = found[mask].mean(axis=0) if mask.any() else np.full(matrix.shape[1], np.nan)
+        acc = found[mask].mean(axis=0) if mask.any() else np.full(found.shape[1], np.nan)
         frames.append(pd.DataFrame(dict(system=system, dataset=dataset, subset=subset,
-                                        k=np.arange(1, matrix.shape[1] + 1), accuracy=acc)))
+                                        k=np.arange(1, found.shape[1] + 1), accuracy=acc)))
     return pd.concat(frames, ignore_index=True)
 
 
 def table3_view(table: pd.DataFrame, ks: Sequence[int], with_ci: bool = True) -> pd.DataFrame:
-    """The paper's layout: one row per system; columns (test set, subset, Top-k); cells in % with the 95% CI."""
+    """The paper's layout: one row per system; columns (test set, subset, Top-k); cells in % with the 95% CI, and
+    ``± sd`` over seeds for a system trained with more than one."""
     def cell(row) -> str:
         text = f"{100 * row.accuracy:.1f}"
+        if getattr(row, "seeds", 1) > 1:
+            text += f" ± {100 * row.seed_sd:.1f}"
         return f"{text} [{100 * row.ci_low:.1f}, {100 * row.ci_high:.1f}]" if with_ci else text
 
     view = table.assign(
@@ -159,6 +177,11 @@ def metrics_tree(table: pd.DataFrame, paired: pd.DataFrame, setting: Mapping) ->
         node[f"top{r.k}"] = round(100 * r.accuracy, 2)
         node[f"top{r.k}_ci_low"] = round(100 * r.ci_low, 2)
         node[f"top{r.k}_ci_high"] = round(100 * r.ci_high, 2)
+        if getattr(r, "seeds", 1) > 1:
+            node["seeds"] = int(r.seeds)
+            node[f"top{r.k}_seed_sd"] = round(100 * r.seed_sd, 2)
+            node[f"top{r.k}_seed_min"] = round(100 * r.seed_min, 2)
+            node[f"top{r.k}_seed_max"] = round(100 * r.seed_max, 2)
     for r in paired.itertuples():
         pair = f"{r.system_a}_minus_{r.system_b}"
         node = tree["paired"].setdefault(pair, {}).setdefault(r.dataset, {}).setdefault(r.subset, {"n": r.n})

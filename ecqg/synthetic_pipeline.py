@@ -118,14 +118,17 @@ def stage1(records: list[dict], predictions: Mapping, passages: Mapping, params:
 
 def stage2(records: list[dict], passages: Mapping, params: Mapping, progress: bool = True
            ) -> tuple[list[dict], list[dict], dict, dict]:
-    """Stage 2: the baseline DPR's score and own-passage rank for each survivor, then the hardness cut."""
+    """Stage 2: the baseline DPR's score and own-passage rank for each survivor, then the hardness cut (the model of
+    the primary seed, ``dpr.seeds[0]``)."""
     from ecqg.filtering import dpr_hardness, hardness_filter
     from ecqg.retrieval.biencoder import BiEncoder
     from ecqg.retrieval.dense import load_index
+    from ecqg.retrieval.pipeline import primary_seed
 
     f = params["filtering"]
-    model = BiEncoder.load(paths.model_dir("baseline"))
-    index, ids = load_index(paths.dense_index_dir("baseline"))
+    seed = primary_seed(params)
+    model = BiEncoder.load(paths.model_dir("baseline", seed))
+    index, ids = load_index(paths.dense_index_dir("baseline", seed))
     scores = dpr_hardness(model, records, passages, index, ids, depth=f["depth"],
                           batch_size=params["dpr"]["encode"]["batch_size"], progress=progress)
     kept, rejected, stats = hardness_filter(records, scores, f["hardness"], f["keep_fraction"], f["max_rank"])

@@ -61,6 +61,9 @@ def _with(params, dotted, value):
     ("evaluation.ks", [5, 1], "'evaluation.ks'"),
     ("profile", "huge", "'profile' is 'huge'"),
     ("data.max_nq_dev", True, "'data.max_nq_dev' is True"),
+    ("dpr.seeds", [], "'dpr.seeds' is []"),
+    ("dpr.seeds", [2022, 2022], "'dpr.seeds' is [2022, 2022]"),
+    ("dpr.seeds", 2022, "'dpr.seeds' is 2022"),
 ])
 def test_bad_values_are_named(dotted, value, message):
     params = _with(config.preset("mini", REPO / "params"), dotted, value)

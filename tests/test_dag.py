@@ -20,13 +20,17 @@ from dvc.dependency.param import ParamsDependency  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
+SEED = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))["dpr"]["seeds"][0]  # matrix stage names
 UPSTREAM = {"prepare", "index_bm25", "index_tfidf", "retrieve@bm25", "retrieve@tfidf", "training_data",
-            "dpr_training@baseline", "retrieve_untrained", "retrieve_dense@baseline", "attention_bias"}
+            f"dpr_training@baseline-{SEED}", "retrieve_untrained", f"retrieve_dense@baseline-{SEED}", "attention_bias"}
 SPEC = {
-    "qg.generate.top_k": {"question_generation", "filtering", "mixing", "dpr_synthetic@uncon", "dpr_synthetic@mixed",
-                          "retrieve_dense@uncon", "retrieve_dense@mixed", "results", "report"},
-    "mixing.total": {"mixing", "dpr_synthetic@uncon", "dpr_synthetic@mixed", "retrieve_dense@uncon",
-                     "retrieve_dense@mixed", "results", "report"},
+    "qg.generate.top_k": {"question_generation", "filtering", "mixing", f"dpr_synthetic@uncon-{SEED}",
+                          f"dpr_synthetic@mixed-{SEED}", f"retrieve_dense@uncon-{SEED}", f"retrieve_dense@mixed-{SEED}",
+                          "results", "report"},
+    "mixing.total": {"mixing", f"dpr_synthetic@uncon-{SEED}", f"dpr_synthetic@mixed-{SEED}",
+                     f"retrieve_dense@uncon-{SEED}", f"retrieve_dense@mixed-{SEED}", "results", "report"},
+    # more seeds add matrix stages; of the existing ones only the aggregation reruns (not 01 / 03, not seed 1's models)
+    "dpr.seeds": {"results", "report"},
 }
 
 
@@ -87,3 +91,28 @@ def test_every_listed_param_exists_in_its_params_file(graph):
             missing += [f"{stage.addressing}: {k} ({path})" for k in keys if not _has_key(tree, k)]
     assert not missing, ("stages list params that their params file lacks (regenerate params.yaml with "
                          "`make profile P=...` after editing params/*.yaml?):\n" + "\n".join(missing))
+
+
+def test_more_seeds_add_one_training_and_one_retrieval_per_variant_and_seed(tmp_path):
+    """dvc.yaml with ``dpr.seeds: [1, 2]``: matrix stages per variant and seed, all feeding the results stage."""
+    import shutil
+    import subprocess
+
+    shutil.copy(REPO / "dvc.yaml", tmp_path / "dvc.yaml")
+    params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    params["dpr"]["seeds"] = [1, 2]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    with dvc_repo.Repo.init(str(tmp_path)) as repo:
+        graph = repo.index.graph
+        names = {s.name: s for s in graph.nodes}   # addressing would be relative to the cwd
+        seeded = {f"{stage}@{variant}-{seed}" for seed in (1, 2)
+                  for stage, variants in (("dpr_training", ["baseline"]), ("dpr_synthetic", ["uncon", "mixed"]),
+                                          ("retrieve_dense", ["baseline", "uncon", "mixed"])) for variant in variants}
+        assert seeded <= set(names) and not any(n.endswith(f"-{SEED}") for n in names)
+        results_needs = {s.name for s in nx.descendants(graph, names["results"])}
+        assert {n for n in seeded if n.startswith("retrieve_dense")} <= results_needs
+        # the first seed's baseline feeds the attention study and the filter; the second seed's does not
+        study_needs = {s.name for s in nx.descendants(graph, names["attention_bias"])}
+        assert "dpr_training@baseline-1" in study_needs and "dpr_training@baseline-2" not in study_needs
+        assert "retrieve_dense@baseline-1" in {s.name for s in nx.descendants(graph, names["filtering"])}

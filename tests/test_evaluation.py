@@ -257,6 +257,33 @@ def test_paired_bootstrap():
         paired_bootstrap(a, a[:10], k=1)
 
 
+def test_seed_stack_gives_seed_means_their_spread_and_paired_seed_means():
+    """Three seeds of one model: accuracy = mean over seeds, sd / min / max over seeds, CI over questions."""
+    rng = np.random.default_rng(4)
+    stack = rng.random((300, 3, 20)) < 0.06                                   # questions x seeds x ranks
+    questions = [{"id": str(i), "subsets": ["s"] if i % 3 == 0 else []} for i in range(300)]
+    table = accuracy_table(stack, questions, ks=(1, 5), n_boot=300, seed=1)
+    per_seed = [accuracy_table(stack[:, s], questions, ks=(1, 5), n_boot=300, seed=1) for s in range(3)]
+    for i, row in enumerate(table.itertuples()):
+        accs = [t.accuracy.iloc[i] for t in per_seed]
+        assert row.seeds == 3 and row.accuracy == pytest.approx(np.mean(accs))
+        assert row.seed_sd == pytest.approx(np.std(accs, ddof=1)) and row.seed_sd > 0
+        assert (row.seed_min, row.seed_max) == (pytest.approx(min(accs)), pytest.approx(max(accs)))
+        assert row.ci_low <= row.accuracy <= row.ci_high
+    single = accuracy_table(stack[:, 0], questions, ks=(1, 5), n_boot=300, seed=1)
+    assert (single.seeds == 1).all() and single.seed_sd.isna().all() and single.hits.dtype.kind == "i"
+    assert (single.seed_min == single.accuracy).all()
+    # A one-seed stack is the run itself.
+    one = accuracy_table(stack[:, :1], questions, ks=(1, 5), n_boot=300, seed=1)
+    assert np.allclose(one[["accuracy", "ci_low", "ci_high"]], single[["accuracy", "ci_low", "ci_high"]])
+    # Paired: the seed-means are compared question by question.
+    other = rng.random((300, 3, 20)) < 0.03
+    res = paired_bootstrap(stack, other, k=5, n_boot=500, seed=0)
+    expected = hits_at_k(stack, [5])[:, 0].mean() - hits_at_k(other, [5])[:, 0].mean()
+    assert res["difference"] == pytest.approx(expected) and res["ci_low"] <= expected <= res["ci_high"]
+    assert paired_table(stack, other, questions, ks=(5,), n_boot=100).n.tolist() == [300, 100]
+
+
 def test_subset_masks_reject_reserved_name():
     assert list(subset_masks(TOY_QUESTIONS)) == ["all", "no_answer_overlap", "no_question_overlap"]
     with pytest.raises(DataFormatError, match="reserved"):

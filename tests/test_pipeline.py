@@ -1,5 +1,6 @@
 """The DVC pipeline: dvc.yaml agrees with ecqg/paths.py and params, and the smoke profile's DAG runs end to end."""
 
+import itertools
 import json
 import os
 import shutil
@@ -19,13 +20,26 @@ DVC_YAML = yaml.safe_load((REPO / "dvc.yaml").read_text())
 STAGES = DVC_YAML["stages"]
 
 
+PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
+SEEDS = PARAMS["dpr"]["seeds"]
+
+
 def _expanded_stages():
-    """(name, stage) with foreach stages expanded the way DVC does (``${item}``)."""
+    """(name, stage) with foreach / matrix stages expanded the way DVC does (``${item}``, ``${item.<key>}``, with
+    ``${dpr.seeds}`` from params.yaml)."""
     for name, stage in STAGES.items():
         if "foreach" in stage:
             for item in stage["foreach"]:
                 text = yaml.safe_dump(stage["do"]).replace("${item}", item)
                 yield f"{name}@{item}", yaml.safe_load(text)
+        elif "matrix" in stage:
+            axes = {k: SEEDS if v == "${dpr.seeds}" else v for k, v in stage["matrix"].items()}
+            body = {k: v for k, v in stage.items() if k != "matrix"}
+            for combo in itertools.product(*axes.values()):
+                text = yaml.safe_dump(body)
+                for key, value in zip(axes, combo):
+                    text = text.replace(f"${{item.{key}}}", str(value))
+                yield f"{name}@{'-'.join(map(str, combo))}", yaml.safe_load(text)
         else:
             yield name, stage
 
@@ -59,6 +73,7 @@ def test_stage_params_exist():
 
 def test_stage_commands_name_real_modules():
     for name, stage in _expanded_stages():
+        assert "${" not in yaml.safe_dump(stage).replace("${dpr.seeds[0]}", ""), f"{name}: unexpanded variable"
         module = stage["cmd"].split()[2]
         assert (REPO / (module.replace(".", "/") + ".py")).is_file(), f"{name}: {module} not found"
         if module == "ecqg.notebook":
@@ -109,6 +124,10 @@ def test_smoke_dag_end_to_end(tmp_path):
         assert nq["n"] == 40
         assert 0 <= nq["top1"] <= nq["top5"] <= nq["top20"] <= nq["top100"] <= 100
         assert nq["top1_ci_low"] <= nq["top1"] <= nq["top1_ci_high"]
+        # smoke trains every dense variant with two seeds: their rows are seed-means with a spread
+        assert nq.get("seeds") == (2 if system.startswith("dpr_") else None), system
+        if system.startswith("dpr_"):
+            assert nq["top100_seed_min"] <= nq["top100"] <= nq["top100_seed_max"] and nq["top1_seed_sd"] >= 0
     # Every gold passage of the smoke questions is in the smoke corpus, so BM25 finds some of them.
     assert table["accuracy"]["bm25"]["nq"]["all"]["top100"] > 0
 
@@ -116,16 +135,22 @@ def test_smoke_dag_end_to_end(tmp_path):
     shown = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert any("text/html" in o.get("data", {}) for o in shown), "the executed notebook shows no table"
     assert any("image/png" in o.get("data", {}) for o in shown), "the executed notebook shows no figure"
-    for stage in ("prepare", "index_bm25", "index_tfidf", "retrieve_bm25", "retrieve_tfidf", "training_data",
-                  "05_dpr_training.baseline", "retrieve_dense_untrained", "retrieve_dense_baseline",
-                  "01_attention_bias", "02_question_generation", "03_filtering", "04_mixing",
-                  "05_dpr_training.uncon", "05_dpr_training.mixed", "retrieve_dense_uncon", "retrieve_dense_mixed"):
+    seeded = [f"{stage}{variant}-{seed}" for seed in (2022, 2023) for variant in ("baseline", "uncon", "mixed")
+              for stage in ("05_dpr_training.", "retrieve_dense_")]
+    for stage in ["prepare", "index_bm25", "index_tfidf", "retrieve_bm25", "retrieve_tfidf", "training_data",
+                  "retrieve_dense_untrained", "01_attention_bias", "02_question_generation", "03_filtering",
+                  "04_mixing"] + seeded:
         assert json.loads((repo / f"outputs/metrics/stage_{stage}.json").read_text())["wall_time_s"] >= 0
     assert json.loads((repo / "outputs/train/nq_dev_distant.json").read_text())
     assert len(json.loads((repo / "outputs/train/gold_dpr.json").read_text())) == 200
-    training = json.loads((repo / "outputs/metrics/dpr_baseline_training.json").read_text())
+    training = json.loads((repo / "outputs/metrics/dpr_baseline_s2022_training.json").read_text())
     assert training["steps"] == 6 and training["train_examples"] == 64 and "val_avg_rank" in training
-    assert (repo / "outputs/models/dpr_baseline/query_encoder/model.safetensors").is_file()
+    assert training["seed"] == 2022
+    for seed in (2022, 2023):
+        assert (repo / f"outputs/models/dpr_baseline_s{seed}/query_encoder/model.safetensors").is_file()
+    seed_weights = [(repo / f"outputs/models/dpr_baseline_s{seed}/query_encoder/model.safetensors").read_bytes()
+                    for seed in (2022, 2023)]
+    assert seed_weights[0] != seed_weights[1], "two seeds trained the same model"
     bias = json.loads((repo / "outputs/metrics/attention_bias.json").read_text())
     assert bias["sampling"]["sampled"] == 60 and bias["sampling"]["excluded_test_gold"] > 0
     for encoder in ("dpr_baseline", "untrained"):
@@ -147,7 +172,7 @@ def test_smoke_dag_end_to_end(tmp_path):
     synthetic = json.loads((repo / "outputs/synthetic/mixed.json").read_text())
     assert {r["generator"] for r in synthetic} == {"uncon", "con"}
     for variant in ("uncon", "mixed"):
-        trained = json.loads((repo / f"outputs/metrics/dpr_{variant}_training.json").read_text())
+        trained = json.loads((repo / f"outputs/metrics/dpr_{variant}_s2023_training.json").read_text())
         assert trained["pretrain"]["steps"] > 0 and trained["steps"] == 6
     comparison = json.loads((repo / "outputs/metrics/encoder_comparison.json").read_text())
     assert set(comparison["attention"]["encoders"]) == {"dpr_baseline", "dpr_uncon", "dpr_mixed"}
@@ -166,7 +191,7 @@ def test_smoke_dag_end_to_end(tmp_path):
 
 
 def _checkpoints(repo: Path) -> list[Path]:
-    return sorted(repo.glob("outputs/checkpoints/dpr_baseline/*/checkpoints/checkpoint-*/state.json"))
+    return sorted(repo.glob("outputs/checkpoints/dpr_baseline_s2022/*/checkpoints/checkpoint-*/state.json"))
 
 
 @pytest.mark.slow
@@ -182,7 +207,7 @@ def test_killed_training_resumes_from_its_last_checkpoint(tmp_path):
 
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "DVC_NO_ANALYTICS": "1", "PYTHONPATH": str(repo)}
-    proc = subprocess.Popen([sys.executable, "-m", "dvc", "repro", "dpr_training@baseline"], cwd=repo, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "dvc", "repro", "dpr_training@baseline-2022"], cwd=repo, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 300
     while not _checkpoints(repo) and proc.poll() is None and time.time() < deadline:
@@ -193,12 +218,12 @@ def test_killed_training_resumes_from_its_last_checkpoint(tmp_path):
     assert saved, "training finished or failed before writing a checkpoint"
     last = saved[-1].parent.name
     assert int(last.split("-")[1]) < 6, "the run was not killed midway"
-    assert not (repo / "outputs/metrics/dpr_baseline_training.json").exists()
+    assert not (repo / "outputs/metrics/dpr_baseline_s2022_training.json").exists()
 
-    again = _dvc(["repro", "dpr_training@baseline"], repo)
+    again = _dvc(["repro", "dpr_training@baseline-2022"], repo)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    executed = (repo / "outputs/notebooks/05_dpr_training.baseline.ipynb").read_text()
+    executed = (repo / "outputs/notebooks/05_dpr_training.baseline-2022.ipynb").read_text()
     assert "resumed an interrupted run from" in executed and last in executed
     history = [json.loads(line) for line in
-               (repo / "outputs/models/dpr_baseline/history.jsonl").read_text().splitlines()]
+               (repo / "outputs/models/dpr_baseline_s2022/history.jsonl").read_text().splitlines()]
     assert [h["step"] for h in history] == [1, 2, 3, 4, 5, 6]

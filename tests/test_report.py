@@ -52,6 +52,25 @@ def test_render_results(metrics):
     assert report.render_results(metrics) == text  # deterministic
 
 
+def test_seed_means_show_their_spread_and_seeded_stages_keep_pipeline_order(tmp_path):
+    d = tmp_path / "metrics"
+    d.mkdir()
+    seeded = {"setting": {"profile": "mini", "corpus_passages": 100},
+              "accuracy": {"dpr_baseline": {"nq": {"all": {"n": 10, "seeds": 3, "top1": 50.0, "top1_ci_low": 40.0,
+                                                           "top1_ci_high": 60.0, "top1_seed_sd": 1.25}}},
+                           "bm25": {"nq": {"all": {"n": 10, "top1": 30.0, "top1_ci_low": 20.0,
+                                                   "top1_ci_high": 40.0}}}}}
+    (d / "table3.json").write_text(json.dumps(seeded))
+    for stage in ("results_x", "05_dpr_training.baseline-2023", "prepare", "05_dpr_training.baseline-2022"):
+        (d / f"stage_{stage}.json").write_text(json.dumps({"wall_time_s": 1.0}))
+    text = report.render_results(d)
+    assert "| DPR (ours) | 50.0 ± 1.2 [40.0, 60.0] |" in text and "| BM25 | 30.0 [20.0, 40.0] |" in text
+    assert "Dense rows trained with 3 seeds: mean ± sd over seeds." in text
+    order = [text.index(f"`{s}`") for s in ("prepare", "05_dpr_training.baseline-2022",
+                                            "05_dpr_training.baseline-2023", "results_x")]
+    assert order == sorted(order)
+
+
 def test_render_attention_files(metrics):
     (metrics / "attention_bias.json").write_text(json.dumps({
         "sampling": {"pool": 1000, "excluded_test_gold": 10, "sampled": 100},

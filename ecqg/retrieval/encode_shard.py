@@ -2,7 +2,7 @@
 
 Run one process per shard (on as many machines as you have), then merge and index::
 
-    python -m ecqg.retrieval.encode_shard --model outputs/models/dpr_baseline \\
+    python -m ecqg.retrieval.encode_shard --model outputs/models/dpr_baseline_s2022 \\
         --corpus downloads/data/wikipedia_split/psgs_w100.tsv --total 21015324 --shard $I 50 --out embeddings/
     python -c "from ecqg.retrieval import dense; dense.merge_shards('embeddings/', 'embeddings/merged')"
 

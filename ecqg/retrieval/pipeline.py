@@ -35,14 +35,27 @@ def base_biencoder(params: Mapping, **model_kwargs) -> BiEncoder:
                                passage_max_length=dpr["passage_max_length"], **model_kwargs)
 
 
-def load_model(variant: str, params: Mapping) -> BiEncoder:
-    """The bi-encoder of a variant: the base checkpoint for ``untrained``, else the trained model of stage 05."""
+def seeds(params: Mapping) -> list[int]:
+    """The training seeds of every dense variant (``dpr.seeds``): one model per variant and seed."""
+    return list(params["dpr"]["seeds"])
+
+
+def primary_seed(params: Mapping) -> int:
+    """The seed whose models feed the analyses that need one model per variant (stages 01, 03, 06's attention)."""
+    return seeds(params)[0]
+
+
+def load_model(variant: str, params: Mapping, seed: int | None = None, **model_kwargs) -> BiEncoder:
+    """The base checkpoint for ``untrained``, else the model stage 05 trained for ``variant`` with ``seed``
+    (default: the primary seed). ``model_kwargs``: e.g. ``attn_implementation="eager"``."""
     if variant == UNTRAINED:
-        return base_biencoder(params)
-    directory = paths.model_dir(variant)
+        return base_biencoder(params, **model_kwargs)
+    seed = primary_seed(params) if seed is None else seed
+    directory = paths.model_dir(variant, seed)
     if not (directory / "bi_encoder.json").is_file():
-        raise FileNotFoundError(f"{directory}: no trained model for variant '{variant}' (run stage 05 first)")
-    return BiEncoder.load(directory)
+        raise FileNotFoundError(f"{directory}: no trained model for variant '{variant}', seed {seed} "
+                                "(run stage 05 first)")
+    return BiEncoder.load(directory, **model_kwargs)
 
 
 def gold_records(params: Mapping) -> dict[str, list[dict]]:
@@ -96,61 +109,65 @@ def _train_phase(model: BiEncoder, records: list[dict], heldout: int, config: Tr
             "resumed_from": None if resumed_from is None else str(resumed_from)}
 
 
-def train_variant(variant: str, params: Mapping, progress: bool = True) -> dict:
-    """Train one variant; save it to ``outputs/models/dpr_<variant>``. Returns the fine-tuning figures (history,
-    counts, time) and, for synthetic variants, ``pretrain`` with the same figures of the pre-training phase.
+def train_variant(variant: str, params: Mapping, seed: int, progress: bool = True) -> dict:
+    """Train one variant with one seed; save it to ``outputs/models/dpr_<variant>_s<seed>``. Returns the fine-tuning
+    figures (history, counts, time) and, for synthetic variants, ``pretrain`` with the same figures of the
+    pre-training phase.
 
     ``baseline``: the base checkpoint fine-tuned on gold data only (the paper's DPR row). ``uncon`` / ``mixed``:
     pre-trained on the synthetic set of that name (``dpr.pretrain``), then fine-tuned exactly like the baseline
-    (same records, settings and seed), so the rows differ only in the synthetic pre-training.
+    (same records, settings and seed), so the rows differ only in the synthetic pre-training. The seed steers batch
+    order, dropout and the held-out split; the gold sub-sample (``max_examples``) is the same for every seed.
 
     Checkpoints (with optimizer state, about 0.5 GB each for MiniLM) serve only to resume a killed run: once the
     model is saved, the variant's checkpoint directory is emptied, older settings' runs included.
     """
     if variant not in VARIANTS:
         raise ValueError(f"unknown DPR variant '{variant}'; known: {', '.join(VARIANTS)}")
-    seed = params["seed"]
-    dpr = {k: v for k, v in params["dpr"].items() if k not in ("encode", "index", "pretrain")}
+    dpr = {k: v for k, v in params["dpr"].items() if k not in ("encode", "index", "pretrain", "seeds")}
     model = base_biencoder(params)
     pretrain = None
     if variant in SYNTHETIC_VARIANTS:
         synthetic = synthetic_records(variant)
         settings = params["dpr"]["pretrain"]
-        pre_dir = paths.checkpoint_dir(variant) / ("pretrain-" + fingerprint(
+        pre_dir = paths.checkpoint_dir(variant, seed) / ("pretrain-" + fingerprint(
             dpr, settings, seed, data_fingerprint(synthetic)))
-        pretrain = _train_phase(model, synthetic, settings["heldout"], train_config(params, "pretrain"), pre_dir,
-                                seed, progress)
+        pretrain = _train_phase(model, synthetic, settings["heldout"], train_config(params, "pretrain", seed),
+                                pre_dir, seed, progress)
         model = BiEncoder.load(pre_dir / "model")
     records = [r for part in gold_records(params).values() for r in part]
     heldout = params["dpr"]["finetune"]["heldout"]
     n_train = len(split_records(records, heldout, seed)[0])
     parts = [dpr, seed, n_train, len(records) - n_train] + ([] if pretrain is None else [pretrain["run_dir"]])
-    run_dir = paths.checkpoint_dir(variant) / fingerprint(*parts)
-    result = _train_phase(model, records, heldout, train_config(params), run_dir, seed, progress)
-    target = paths.model_dir(variant)
+    run_dir = paths.checkpoint_dir(variant, seed) / fingerprint(*parts)
+    result = _train_phase(model, records, heldout, train_config(params, seed=seed), run_dir, seed, progress)
+    target = paths.model_dir(variant, seed)
     if target.exists():
         shutil.rmtree(target)
     shutil.copytree(run_dir / "model", target)
     shutil.copy2(run_dir / "history.jsonl", target / "history.jsonl")
-    empty_directory(paths.checkpoint_dir(variant))
+    empty_directory(paths.checkpoint_dir(variant, seed))
     return {**result, "pretrain": pretrain}
 
 
-def retrieve_all(variant: str, params: Mapping, progress: bool = True) -> dict:
-    """Encode the corpus with a variant's passage encoder, index it with FAISS, search every test set."""
+def retrieve_all(variant: str, params: Mapping, seed: int | None = None, progress: bool = True) -> dict:
+    """Encode the corpus with the passage encoder of ``variant`` trained with ``seed`` (``untrained``: the base
+    checkpoint, no seed), index it with FAISS, search every test set."""
     from ecqg.data.records import read_corpus
     from ecqg.evaluation import write_run
     from ecqg.retrieval import dense
 
+    if (variant == UNTRAINED) != (seed is None):
+        raise ValueError(f"variant '{variant}' {'takes no' if variant == UNTRAINED else 'needs a'} seed")
     settings = params["dpr"]
-    model = load_model(variant, params)
+    model = load_model(variant, params, seed)
     start = time.perf_counter()
     ids, vectors = dense.encode_passages(model, read_corpus(paths.CORPUS), batch_size=settings["encode"]["batch_size"],
                                          progress=progress)
     encode_s = time.perf_counter() - start
     index = dense.build_index(vectors, kind=settings["index"]["kind"], seed=params["seed"],
                               **settings["index"]["params"])
-    dense.save_index(index, ids, paths.dense_index_dir(variant))
+    dense.save_index(index, ids, paths.dense_index_dir(variant, seed))
     figures = {"passages": len(ids), "encode_s": round(encode_s, 1),
                "passages_per_s": round(len(ids) / max(encode_s, 1e-9), 1)}
     for name in params["data"]["test_sets"]:
@@ -159,10 +176,16 @@ def retrieve_all(variant: str, params: Mapping, progress: bool = True) -> dict:
                                          batch_size=settings["encode"]["batch_size"], progress=progress)
         run = dense.search(index, ids, vectors_q, k=params["retrieval"]["depth"], qids=[q["id"] for q in questions],
                            progress=progress)
-        write_run(paths.run_file(system_name(variant), name), run, tag=system_name(variant))
+        system = system_name(variant, seed)
+        write_run(paths.run_file(system, name), run, tag=system)
     return figures
 
 
-def system_name(variant: str) -> str:
-    """Run directory name of a dense variant (``dpr_baseline``, ...; the base model is ``minilm_untrained``)."""
-    return "minilm_untrained" if variant == UNTRAINED else f"dpr_{variant}"
+def system_name(variant: str, seed: int | None = None) -> str:
+    """Run directory name of a dense model: ``dpr_<variant>_s<seed>``; the base checkpoint is ``minilm_untrained``."""
+    return "minilm_untrained" if variant == UNTRAINED else paths.dense_run_name(variant, seed)
+
+
+def seed_runs(params: Mapping) -> dict[str, list[str]]:
+    """Table 3's dense rows -> the run of each seed (``dpr_baseline`` -> ``[dpr_baseline_s2022, ...]``)."""
+    return {f"dpr_{v}": [system_name(v, s) for s in seeds(params)] for v in VARIANTS}

@@ -1,8 +1,10 @@
-"""Stage `retrieve_dense@<variant>`: encode the corpus with a bi-encoder, index it with FAISS, search every test set.
+"""Stage `retrieve_dense@<variant>-<seed>`: encode the corpus with a bi-encoder, index it with FAISS, search every
+test set.
 
 ``python -m ecqg.stages.retrieve_dense untrained`` uses the base checkpoint as is (Table 3's "not fine-tuned" row);
-``baseline`` (and later ``uncon``, ``mixed``) use the model trained by notebook 05. Runs go to
-``outputs/runs/<system>/<set>.trec``, the index to ``outputs/indexes/dense/<variant>/``.
+``python -m ecqg.stages.retrieve_dense baseline --seed 2022`` (or ``uncon``, ``mixed``) uses the model notebook 05
+trained with that seed. Runs go to ``outputs/runs/<system>/<set>.trec``, the index to
+``outputs/indexes/dense/<variant>[_s<seed>]/``.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from ecqg.stages import timed_stage
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ecqg.stages.retrieve_dense")
-    parser.add_argument("variant", help="untrained | baseline")
-    variant = parser.parse_args(argv).variant
+    parser.add_argument("variant", help="untrained | baseline | uncon | mixed")
+    parser.add_argument("--seed", type=int, help="training seed of the model (not for untrained)")
+    args = parser.parse_args(argv)
     params = config.load()
-    with timed_stage(f"retrieve_dense_{variant}", params) as figures:
-        figures.update(retrieve_all(variant, params))
+    name = args.variant if args.seed is None else f"{args.variant}-{args.seed}"
+    with timed_stage(f"retrieve_dense_{name}", params) as figures:
+        figures.update(retrieve_all(args.variant, params, args.seed))
     return 0
 
 
