@@ -1,10 +1,12 @@
-"""Benchmark: question-generator training examples/s and generated questions/s (bundled MiniLM BERT2BERT).
+"""Benchmark: question-generator training examples/s and generated questions/s (bundled MiniLM as a generator).
 
 Prints figures; not a test. Real examples: the first ``--examples`` gold triples of ``outputs/data/train_gold.jsonl``
 (or of ``--gold``), unconditioned format for training; generation is conditioned on their (passage, entity) pairs. Training runs through ``ecqg.hf_training`` (a few steps, no checkpoint);
 generation samples ``--samples`` sequences per passage with top-k 10 / top-p 0.9 from the (barely trained) model, so
 the questions/s figure includes the long outputs of an untrained decoder (up to ``--max-new-tokens``).
-Run: ``.venv/bin/python bench/bench_qg.py [--examples 64 --batch-size 8 --source-len 128 --window 80]``.
+``--architecture`` (prefix_lm, bert2bert) and ``--mixed-precision`` (no, bf16) compare what ``qg.architecture`` and
+``qg.train.mixed_precision`` choose between; generation always runs in float32.
+Run: ``.venv/bin/python bench/bench_qg.py [--examples 64 --batch-size 8 --architecture prefix_lm --mixed-precision bf16]``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gold", default=str(GOLD), help="gold triples jsonl with inline title/text")
     ap.add_argument("--model", default="bundled:minilm")
+    ap.add_argument("--architecture", default="prefix_lm", choices=qg.ARCHITECTURES)
+    ap.add_argument("--mixed-precision", default="no", choices=("no", "bf16"))
     ap.add_argument("--examples", type=int, default=64)
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--source-len", type=int, default=128)
@@ -51,9 +55,9 @@ def main() -> None:
         passages[triple["passage_id"]] = {"title": raw.get("title", ""), "text": raw["text"]}
         triples.append(triple)
     examples, _ = qg.build_examples(triples, passages, "uncon", window_words=window, progress=False)
-    model, tokenizer = qg.build_generator(args.model)
+    model, tokenizer = qg.build_generator(args.model, architecture=args.architecture)
     settings = {"lr": 1e-4, "epochs": 1, "batch_size": args.batch_size, "warmup_ratio": 0.0, "weight_decay": 0.0,
-                "max_steps": None, "checkpoint_every": 10**6}
+                "max_steps": None, "checkpoint_every": 10**6, "mixed_precision": args.mixed_precision}
     with tempfile.TemporaryDirectory() as out:
         train = qg.train_generator(model, tokenizer, examples, out, settings, seed=0,
                                    source_max_length=args.source_len, target_max_length=args.max_new_tokens,
@@ -68,7 +72,8 @@ def main() -> None:
     gen_s = time.perf_counter() - start
     print(json.dumps({
         "machine": platform.processor() or platform.machine(), "torch_threads": torch.get_num_threads(),
-        "model": args.model, "train_examples": len(examples), "batch_size": args.batch_size,
+        "model": args.model, "architecture": args.architecture, "mixed_precision": args.mixed_precision,
+        "train_examples": len(examples), "batch_size": args.batch_size,
         "source_len": args.source_len, "window_words": window, "train_seconds": train["seconds"],
         "train_examples_per_s": train["examples_per_s"], "inputs": len(inputs), "generated": drops["generated"],
         "generate_seconds": round(gen_s, 1), "questions_per_s": round(drops["generated"] / gen_s, 2),

@@ -85,7 +85,8 @@ def train_generator(generator: str, train: list, train_entities: list, passages:
                     progress: bool = True) -> tuple[Any, Any, dict]:
     """Build and train one generator (resuming an interrupted run of the same settings); save it to
     ``outputs/qg/models/<generator>`` and drop its checkpoints (gigabytes; only an interrupted run needs them).
-    Returns model, tokenizer and the training figures."""
+    With ``qg.con_init: uncon`` the conditioned generator starts from the saved unconditioned one (train ``uncon``
+    first). Returns model, tokenizer and the training figures."""
     from ecqg import qg as qgm
     from ecqg.retrieval.pipeline import fingerprint
 
@@ -95,14 +96,23 @@ def train_generator(generator: str, train: list, train_entities: list, passages:
     examples, counts = qgm.build_examples(train, passages, generator, marking=marking or qgm.DEFAULT_MARKING,
                                           entities=train_entities, window_words=settings["window_words"],
                                           placeholder=token, progress=progress)
-    model, tokenizer = qgm.build_generator(settings["model"], placeholder=token)
+    start = settings["model"]
+    if generator == "con" and settings["con_init"] == "uncon":
+        start = str(paths.generator_dir("uncon"))
+        if not (paths.generator_dir("uncon") / "config.json").is_file():
+            raise FileNotFoundError(f"qg.con_init is 'uncon' but {paths.generator_dir('uncon')} holds no trained "
+                                    "generator: train the unconditioned generator first")
+    model, tokenizer = qgm.build_generator(start, placeholder=token, architecture=settings["architecture"])
+    if settings["dropout"] is not None:
+        qgm.set_dropout(model, settings["dropout"])
     run_dir = paths.QG_CHECKPOINTS / generator / fingerprint(settings, params["seed"], [t["id"] for t in train])
     result = qgm.train_generator(model, tokenizer, examples, run_dir, settings["train"], seed=params["seed"],
                                  source_max_length=settings["source_max_length"],
                                  target_max_length=settings["target_max_length"], progress=progress)
     qgm.save_generator(model, tokenizer, paths.generator_dir(generator))
     empty_directory(paths.QG_CHECKPOINTS / generator)
-    return model, tokenizer, {**result, "examples": len(examples), "example_counts": dict(counts)}
+    return model, tokenizer, {**result, "examples": len(examples), "example_counts": dict(counts),
+                              "initialised_from": "uncon" if start != settings["model"] else settings["model"]}
 
 
 def generate(model, tokenizer, generator: str, inputs: list[dict], params: Mapping, seed_tag: str,

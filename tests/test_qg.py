@@ -265,12 +265,22 @@ def test_evaluate_generator_rates():
     assert out["entity_mention_rate"] == 1.0 and out["answer_in_passage_rate"] == pytest.approx(2 / 3, abs=1e-4)
     assert out["duplicate_rate"] == pytest.approx(1 / 3, abs=1e-4) and out["kept_rate"] == 0.75
     assert out["inputs"] == 2
+    # content words in the passage: a/b have none left (stop words, the entity); c: "game" yes, "won" no
+    assert out["passage_word_rate"] == 0.5 and out["reference_passage_word_rate"] == 0.75   # super, bowl, 50 / won
     # Without conditioned records the mention rate does not apply: JSON null, never NaN (invalid JSON).
     assert qg.evaluate_generator(recs[2:], refs, PASSAGES)["entity_mention_rate"] is None
     with pytest.raises(KeyError, match="no reference question"):
         qg.evaluate_generator([{**recs[2], "passage_id": "zz"}], refs, PASSAGES)
     table = qg.side_by_side(recs[2:], recs[:1], PASSAGES)
     assert list(table.columns)[:2] == ["title", "entity"] and len(table) == 0
+
+
+def test_passage_word_rate():
+    assert qg.passage_word_rate("Who defeated the Carolina Panthers?", SUPER_BOWL) == 1.0
+    assert qg.passage_word_rate("Who painted the Mona Lisa?", SUPER_BOWL) == 0.0
+    # the entity's own words do not count (conditioned questions contain them by construction)
+    assert qg.passage_word_rate("Which team beat the Carolina Panthers?", SUPER_BOWL, "Carolina Panthers") == 0.0
+    assert qg.passage_word_rate("What is it?", SUPER_BOWL) is None
 
 
 def test_heldout_split_keeps_passages_apart():

@@ -1,0 +1,136 @@
+"""A UniLM-style sequence-to-sequence generator on one BERT encoder (Dong et al. 2019): the offline QG default.
+
+Why: offline there are no seq2seq weights, only the bundled MiniLM encoder. A BERT2BERT warm start (Rothe et al.
+2020) adds cross-attention that starts untrained, and on a CPU budget of a few hundred steps it does not learn to use
+the passage: its questions are a passage-independent language model ("who was the name of the treaty?"). Here the
+source and the target share one pre-trained encoder, so every attention weight the target uses to read the source is
+pre-trained (only the output transform of the LM head is new): the same idea as UniLM's seq2seq fine-tuning, with
+next-token prediction instead of UniLM's masked target tokens.
+
+One sequence per example, ``[CLS] source [SEP] [CLS] target`` (token types 0 for the source, 1 for the target),
+predicting ``target [SEP]``. The attention mask follows from the token types: source tokens see the whole source
+(bidirectional, as the encoder was pre-trained); target tokens see the source and the target tokens up to themselves.
+The LM head is computed only at target positions (over a 30k vocabulary on every source position it would double
+the cost of a step). Generation keeps a key/value cache: the source is encoded once, then one token per step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers import BertLMHeadModel, DynamicCache, LogitsProcessorList, TopKLogitsWarper, TopPLogitsWarper
+from transformers.modeling_outputs import CausalLMOutput
+
+ARCHITECTURE = "BertPrefixLM"
+SOURCE, TARGET = 0, 1   # token types
+
+
+def prefix_lm_mask(token_type_ids: torch.Tensor, attention_mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The additive 4D mask ``(batch, 1, query, key)``: key ``k`` is visible from query ``q`` when ``k`` is not
+    padding and is a source token, or a target token at or before ``q`` seen from a target token."""
+    length = token_type_ids.shape[1]
+    valid = attention_mask.bool()[:, None, :]                                   # (B, 1, K)
+    key_is_source = (token_type_ids == SOURCE)[:, None, :]                     # (B, 1, K)
+    query_is_target = (token_type_ids == TARGET)[:, :, None]                   # (B, Q, 1)
+    causal = torch.ones(length, length, dtype=torch.bool, device=token_type_ids.device).tril()[None]
+    allowed = valid & (key_is_source | (query_is_target & causal))
+    return _additive(allowed[:, None], dtype)
+
+
+def _additive(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, torch.finfo(dtype).min)
+
+
+class BertPrefixLM(BertLMHeadModel):
+    """A BERT with its LM head, trained as a prefix LM (see the module docstring). Saves and loads like any
+    transformers model (``architectures: ["BertPrefixLM"]`` in its config tells :func:`ecqg.qg.build_generator`)."""
+
+    def __init__(self, config):
+        config.is_decoder = True      # lets BertModel keep a key/value cache; the mask below is always explicit
+        super().__init__(config)
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, labels=None,
+                **kwargs) -> CausalLMOutput:
+        """Training forward: ``labels`` holds the next token at each target position and -100 elsewhere; logits
+        and the loss cover the labelled positions only (``logits`` is ``(n_labelled, vocab)``)."""
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        if token_type_ids is None:
+            raise ValueError("BertPrefixLM needs token_type_ids: 0 marks the source, 1 the target")
+        mask = prefix_lm_mask(token_type_ids, attention_mask, self.dtype)
+        hidden = self.bert(input_ids=input_ids, attention_mask=mask, token_type_ids=token_type_ids,
+                           position_ids=position_ids, use_cache=False).last_hidden_state
+        if labels is None:
+            return CausalLMOutput(logits=self.cls(hidden))
+        where = labels != -100
+        logits = self.cls(hidden[where])
+        loss = torch.nn.functional.cross_entropy(logits.float(), labels[where])
+        return CausalLMOutput(loss=loss, logits=logits)
+
+
+def example_features(source_ids: list[int], target_ids: list[int], start_id: int, stop_id: int) -> dict[str, list]:
+    """One training sequence: ``source_ids`` (already ``[CLS] ... [SEP]``), then ``start_id`` + the target;
+    labels are ``target + [stop_id]`` on the target positions and -100 on the source."""
+    n_src, n_tgt = len(source_ids), len(target_ids) + 1
+    return {"input_ids": [*source_ids, start_id, *target_ids],
+            "token_type_ids": [SOURCE] * n_src + [TARGET] * n_tgt,
+            "attention_mask": [1] * (n_src + n_tgt),
+            "labels": [-100] * n_src + [*target_ids, stop_id]}
+
+
+@torch.inference_mode()
+def sample(model: BertPrefixLM, input_ids: torch.Tensor, attention_mask: torch.Tensor, *, start_id: int, stop_id: int,
+           pad_id: int, samples: int = 1, top_k: int = 10, top_p: float = 0.9, max_new_tokens: int = 32,
+           generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-k / top-p samples for a batch of right-padded sources (``[CLS] ... [SEP]``).
+
+    Returns ``(tokens, log_probs)``, both ``(batch * samples, steps)``, the samples of an input consecutive:
+    generated tokens (``stop_id`` ends a sample, ``pad_id`` after it) and each token's log-probability under the
+    model before top-k / top-p (``-inf`` after the stop). ``top_k`` 0 / ``top_p`` 1 switch that cut off."""
+    device = input_ids.device
+    ids = input_ids.repeat_interleave(samples, 0)
+    valid = attention_mask.repeat_interleave(samples, 0).bool()
+    n, length = ids.shape
+    source_types = torch.full_like(ids, SOURCE)
+    cache = DynamicCache(config=model.config)
+    dtype = model.dtype
+    model.bert(input_ids=ids, attention_mask=_additive(valid[:, None, None, :].expand(n, 1, length, length), dtype),
+               token_type_ids=source_types, past_key_values=cache, use_cache=True)
+    warpers = LogitsProcessorList(([TopKLogitsWarper(top_k)] if top_k > 0 else [])
+                                  + ([TopPLogitsWarper(top_p)] if top_p < 1 else []))
+    position = valid.sum(1, keepdim=True)                                      # the next position of each row
+    token = torch.full((n, 1), start_id, dtype=torch.long, device=device)
+    target_type = torch.full((n, 1), TARGET, dtype=torch.long, device=device)
+    done = torch.zeros(n, dtype=torch.bool, device=device)
+    tokens, log_probs = [], []
+    for _ in range(max_new_tokens):
+        valid = torch.cat([valid, torch.ones(n, 1, dtype=torch.bool, device=device)], 1)
+        hidden = model.bert(input_ids=token, attention_mask=_additive(valid[:, None, None, :], dtype),
+                            token_type_ids=target_type, position_ids=position, past_key_values=cache,
+                            use_cache=True).last_hidden_state
+        logits = model.cls(hidden[:, -1]).float()
+        scores = torch.log_softmax(logits, -1)
+        warped = warpers(ids, logits)
+        choice = torch.multinomial(torch.softmax(warped, -1), 1, generator=generator).squeeze(1)
+        choice = choice.masked_fill(done, pad_id)
+        log_probs.append(scores.gather(1, choice[:, None]).squeeze(1).masked_fill(done, float("-inf")))
+        tokens.append(choice)
+        done = done | (choice == stop_id)
+        if bool(done.all()):
+            break
+        token, position = choice[:, None], position + 1
+    return torch.stack(tokens, 1), torch.stack(log_probs, 1)
+
+
+def from_encoder(path: str, **overrides: Any) -> BertPrefixLM:
+    """A prefix LM warm-started from an encoder checkpoint (BERT family); its LM head's transform starts untrained
+    unless the checkpoint has one (``bert-base-uncased`` does, the bundled sentence encoder does not)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(path, **overrides)
+    if config.model_type != "bert":
+        raise ValueError(f"the prefix-LM generator needs a BERT-family encoder, got model_type {config.model_type!r} "
+                         f"from {path}; use qg.architecture: bert2bert, or a seq2seq checkpoint")
+    config.architectures = [ARCHITECTURE]
+    return BertPrefixLM.from_pretrained(path, config=config)
