@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> dict:
     features = train_features(tokenizer, examples, args.max_length, args.stride, args.answer_windows_only)
     steps = math.ceil(len(features) / args.batch)
     settings = {"lr": 3e-5, "epochs": 1, "batch_size": args.batch, "warmup_ratio": 0.1, "weight_decay": 0.0,
-                "max_steps": steps, "checkpoint_every": 10_000}
+                "max_steps": steps, "checkpoint_every": 10_000, "mixed_precision": "no"}
     with tempfile.TemporaryDirectory() as tmp:
         trained = train_mrc(model, tokenizer, examples, tmp, settings, seed=0, max_length=args.max_length,
                             stride=args.stride, answer_windows_only=args.answer_windows_only,

@@ -2,7 +2,7 @@
 
 Prints figures; not a test. Real-looking text: passages from ``data/corpus.jsonl.gz`` (the committed mini bundle);
 each question is a passage's opening words, its positive that passage, its hard negative another passage.
-Run: ``.venv/bin/python bench/bench_train.py [--steps 4 --warmup 1 --chunk 4 --bucket 16 --model bundled:minilm]``.
+Run: ``.venv/bin/python bench/bench_train.py [--steps 4 --warmup 1 --chunk 4 --bucket 16 --mixed-precision bf16]``.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ def run(model_ref: str, records: list[dict], chunk: int | None, bucket: int | No
     model = BiEncoder.from_base(model_ref, query_max_length=args.query_len, passage_max_length=args.passage_len,
                                 **off)
     config = TrainConfig(lr=1e-5, epochs=1, batch_size=args.batch_size, hard_negatives=1, warmup_steps=0,
-                         grad_cache_chunk_size=chunk, length_bucket_size=bucket, checkpoint_every=None, max_steps=args.warmup + args.steps,
-                         seed=0)
+                         grad_cache_chunk_size=chunk, length_bucket_size=bucket, checkpoint_every=None,
+                         max_steps=args.warmup + args.steps, seed=0, mixed_precision=args.mixed_precision)
     with tempfile.TemporaryDirectory() as out:
         history = train_biencoder(model, records, None, config, out, resume=False, progress=False)
     timed = history[args.warmup:]
@@ -69,6 +69,8 @@ def main() -> None:
     parser.add_argument("--bucket", type=int, default=16, help="length bucket size (plain path)")
     parser.add_argument("--steps", type=int, default=4, help="timed steps per mode")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps per mode")
+    parser.add_argument("--mixed-precision", default="no", choices=("no", "bf16", "fp16"),
+                        help="Accelerate's mixed precision (bf16: autocast on CPUs with bf16 instructions)")
     parser.add_argument("--no-dropout", action="store_true",
                         help="dropout off: every mode then gives the same losses (a check, not a speed setting)")
     args = parser.parse_args()
@@ -79,7 +81,7 @@ def main() -> None:
           f"{torch.get_num_threads()} threads, text from {'corpus' if CORPUS.is_file() else 'synthetic stand-in'}")
     print(f"# model {args.model}, batch {args.batch_size} (+{args.batch_size} hard negatives), "
           f"query len {args.query_len}, passage len {args.passage_len}, {args.steps} timed steps after "
-          f"{args.warmup} warm-up")
+          f"{args.warmup} warm-up, mixed precision {args.mixed_precision}")
     results = []
     modes = [("plain", None, None), (f"length buckets ({args.bucket})", None, args.bucket),
              (f"grad-cache (chunk {args.chunk})", args.chunk, None)]

@@ -54,6 +54,7 @@ def _train_rules(prefix: str, eval_every: bool = False, hard_negatives: bool = F
         f"{prefix}.weight_decay": ((int, float), _nonneg, "a number >= 0"),
         f"{prefix}.max_steps": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
         f"{prefix}.checkpoint_every": ((int,), _positive, "an integer > 0"),
+        f"{prefix}.mixed_precision": ((str,), lambda v: v in ("no", "bf16", "fp16"), "no, bf16 or fp16"),
     }
     if eval_every:
         rules[f"{prefix}.eval_every"] = ((int,), _positive, "an integer > 0")
@@ -102,6 +103,8 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     **_train_rules("dpr.pretrain", eval_every=True, hard_negatives=True, grad_cache=True),
     "dpr.pretrain.heldout": ((int,), _positive, "an integer > 0"),
     "dpr.encode.batch_size": ((int,), _positive, "an integer > 0"),
+    "dpr.encode.autocast": ((str, type(None)), lambda v: v in (None, "bfloat16", "float16"),
+                            "null (float32), bfloat16 or float16"),
     "dpr.index.kind": ((str,), lambda v: v in ("flat", "hnsw", "ivfpq"), "flat, hnsw or ivfpq"),
     "dpr.index.params": ((dict,), None, "a mapping of FAISS settings (may be empty)"),
     "attention.sample_passages": ((int,), _positive, "an integer > 0"),
@@ -111,6 +114,9 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "attention.example_passage": ((str, type(None)), None, "null or a passage id"),
     "attention.batch_size": ((int,), _positive, "an integer > 0"),
     "qg.model": ((str,), bool, "a model reference (bundled:minilm, a directory or a hub id)"),
+    "qg.architecture": ((str,), lambda v: v in ("prefix_lm", "bert2bert"), "prefix_lm or bert2bert"),
+    "qg.con_init": ((str,), lambda v: v in ("model", "uncon"), "model or uncon"),
+    "qg.dropout": ((int, float, type(None)), lambda v: v is None or 0 <= v < 1, "null or a number in [0, 1)"),
     "qg.entity_marking": ((str,), lambda v: v in ("markers", "segment"), "markers or segment"),
     "qg.entity_placeholder": ((str, type(None)), lambda v: v is None or (0 < len(v) <= 16 and " " not in v),
                               "null or a token without spaces, e.g. [ENT]"),

@@ -20,15 +20,16 @@ from dvc.dependency.param import ParamsDependency  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
-SEED = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))["dpr"]["seeds"][0]  # matrix stage names
+SEEDS = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))["dpr"]["seeds"]  # matrix stage names
+SEED = SEEDS[0]                          # the first seed's baseline feeds the attention study and the filter
+SYNTHETIC = {f"{stage}@{variant}-{seed}" for seed in SEEDS for stage in ("dpr_synthetic", "retrieve_dense")
+             for variant in ("uncon", "mixed")}            # every seed's UnCon-DPR / Mixed-DPR and their retrieval
 UPSTREAM = {"prepare", "index_bm25", "index_tfidf", "retrieve@bm25", "retrieve@tfidf", "training_data",
-            f"dpr_training@baseline-{SEED}", "retrieve_untrained", f"retrieve_dense@baseline-{SEED}", "attention_bias"}
+            "retrieve_untrained", "attention_bias"} | {f"{stage}@baseline-{seed}" for seed in SEEDS
+                                                       for stage in ("dpr_training", "retrieve_dense")}
 SPEC = {
-    "qg.generate.top_k": {"question_generation", "filtering", "mixing", f"dpr_synthetic@uncon-{SEED}",
-                          f"dpr_synthetic@mixed-{SEED}", f"retrieve_dense@uncon-{SEED}", f"retrieve_dense@mixed-{SEED}",
-                          "results", "report"},
-    "mixing.total": {"mixing", f"dpr_synthetic@uncon-{SEED}", f"dpr_synthetic@mixed-{SEED}",
-                     f"retrieve_dense@uncon-{SEED}", f"retrieve_dense@mixed-{SEED}", "results", "report"},
+    "qg.generate.top_k": {"question_generation", "filtering", "mixing", *SYNTHETIC, "results", "report"},
+    "mixing.total": {"mixing", *SYNTHETIC, "results", "report"},
     # more seeds add matrix stages; of the existing ones only the aggregation reruns (not 01 / 03, not seed 1's models)
     "dpr.seeds": {"results", "report"},
 }

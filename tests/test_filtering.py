@@ -130,7 +130,7 @@ def test_a_real_tiny_reader_trains_and_predicts(tokenizer, tmp_path):
     examples = [example(f"a{i}", "who wrote the novel?", LONG, "Jane Austen") for i in range(6)] + \
         [example(f"u{i}", "who painted it?", FILLER) for i in range(6)]
     settings = {"lr": 1e-3, "epochs": 1, "batch_size": 8, "warmup_ratio": 0.0, "weight_decay": 0.0, "max_steps": 3,
-                "checkpoint_every": 2}
+                "checkpoint_every": 2, "mixed_precision": "no"}
     result = F.train_mrc(model, tokenizer, examples, tmp_path / "ckpt", settings, seed=0, max_length=64, stride=16,
                          progress=False)
     assert result["steps"] == 3 and result["examples"] == 12 and result["answerable"] == 6

@@ -6,7 +6,7 @@ from transformers import BertConfig, BertForSequenceClassification
 from ecqg.hf_training import complete_checkpoints, train_with_checkpoints
 
 SETTINGS = dict(lr=1e-3, epochs=2, batch_size=8, warmup_ratio=0.1, weight_decay=0.0, max_steps=None,
-                checkpoint_every=3)
+                checkpoint_every=3, mixed_precision="no")
 
 
 class _Toy(torch.utils.data.Dataset):
@@ -44,3 +44,19 @@ def test_missing_setting_is_named(tmp_path):
     with pytest.raises(ValueError, match="checkpoint_every"):
         train_with_checkpoints(_model(), _Toy(), tmp_path, {k: v for k, v in SETTINGS.items()
                                                             if k != "checkpoint_every"}, seed=1)
+
+
+def test_mixed_precision_setting(tmp_path):
+    import pytest
+
+    from ecqg.hf_training import training_arguments
+
+    args = training_arguments(tmp_path, {**SETTINGS, "mixed_precision": "bf16"}, seed=1, progress=False)
+    assert args.bf16 and not args.fp16
+    assert not training_arguments(tmp_path, SETTINGS, seed=1, progress=False).bf16
+    result = train_with_checkpoints(_model(), _Toy(), tmp_path, {**SETTINGS, "mixed_precision": "bf16",
+                                                                 "max_steps": 2}, seed=1, progress=False)
+    assert result["steps"] == 2 and all(torch.isfinite(torch.tensor(r["loss"])) for r in result["history"]
+                                        if "loss" in r)
+    with pytest.raises(ValueError, match="mixed_precision is 'half'"):
+        train_with_checkpoints(_model(), _Toy(), tmp_path, {**SETTINGS, "mixed_precision": "half"}, seed=1)

@@ -162,18 +162,20 @@ def retrieve_all(variant: str, params: Mapping, seed: int | None = None, progres
     settings = params["dpr"]
     model = load_model(variant, params, seed)
     start = time.perf_counter()
+    autocast = settings["encode"]["autocast"]
     ids, vectors = dense.encode_passages(model, read_corpus(paths.CORPUS), batch_size=settings["encode"]["batch_size"],
-                                         progress=progress)
+                                         progress=progress, autocast=autocast)
     encode_s = time.perf_counter() - start
     index = dense.build_index(vectors, kind=settings["index"]["kind"], seed=params["seed"],
                               **settings["index"]["params"])
     dense.save_index(index, ids, paths.dense_index_dir(variant, seed))
-    figures = {"passages": len(ids), "encode_s": round(encode_s, 1),
+    figures = {"passages": len(ids), "encode_s": round(encode_s, 1), "autocast": autocast,
                "passages_per_s": round(len(ids) / max(encode_s, 1e-9), 1)}
     for name in params["data"]["test_sets"]:
         questions = [q for _, q in read_jsonl(paths.questions_file(name))]
         vectors_q = dense.encode_queries(model, [q["question"] for q in questions],
-                                         batch_size=settings["encode"]["batch_size"], progress=progress)
+                                         batch_size=settings["encode"]["batch_size"], progress=progress,
+                                         autocast=autocast)
         run = dense.search(index, ids, vectors_q, k=params["retrieval"]["depth"], qids=[q["id"] for q in questions],
                            progress=progress)
         system = system_name(variant, seed)

@@ -533,6 +533,9 @@ def make_accelerator(config: TrainConfig):
     from accelerate import Accelerator
     from accelerate.utils import DataLoaderConfiguration, DistributedDataParallelKwargs
 
+    from ecqg.hf_training import fresh_accelerator_state
+
+    fresh_accelerator_state(config.mixed_precision)
     # split_batches: one scheduler step per optimiser step (our batch size is already global).
     # broadcast_buffers off: BERT's buffers are constant, and an in-place broadcast between the query and passage
     # forward passes would invalidate the saved position ids of the first graph.
