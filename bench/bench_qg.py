@@ -55,7 +55,7 @@ def main() -> None:
         passages[triple["passage_id"]] = {"title": raw.get("title", ""), "text": raw["text"]}
         triples.append(triple)
     examples, _ = qg.build_examples(triples, passages, "uncon", window_words=window, progress=False)
-    model, tokenizer = qg.build_generator(args.model, architecture=args.architecture)
+    model, tokenizer = qg.build_generator(args.model, architecture=args.architecture, seed=0)
     settings = {"lr": 1e-4, "epochs": 1, "batch_size": args.batch_size, "warmup_ratio": 0.0, "weight_decay": 0.0,
                 "max_steps": None, "checkpoint_every": 10**6, "mixed_precision": args.mixed_precision}
     with tempfile.TemporaryDirectory() as out:

@@ -328,14 +328,18 @@ def _is_seq2seq(config) -> bool:
     return bool(getattr(config, "is_encoder_decoder", False))
 
 
-def build_generator(ref: str, placeholder: str | None = None, architecture: str = "prefix_lm", **overrides):
+def build_generator(ref: str, placeholder: str | None = None, architecture: str = "prefix_lm",
+                    seed: int | None = None, **overrides):
     """``(model, tokenizer)`` for a model reference (``bundled:minilm``, a hub id, a local directory).
 
     A seq2seq checkpoint (BART, T5, a saved BERT2BERT) or a saved prefix LM loads as is; an encoder-only one becomes
     a generator of ``architecture`` (``prefix_lm``, or ``bert2bert``, whose decoder starts with [CLS] and stops at
     [SEP]). ``placeholder``: a token added to the vocabulary (and the embeddings) unless the tokenizer has it
-    already. ``overrides`` go to the model config (e.g. dropout).
+    already. ``seed`` seeds torch before the model is built: the weights a warm start adds (the LM head's transform,
+    a BERT2BERT's cross-attention, the placeholder's embedding) are drawn from torch's generator, whose own seed
+    differs in every process. ``overrides`` go to the model config (e.g. dropout).
     """
+    import torch
     from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, EncoderDecoderModel
 
     from ecqg import prefix_lm
@@ -345,6 +349,8 @@ def build_generator(ref: str, placeholder: str | None = None, architecture: str 
         raise ValueError(f"unknown generator architecture {architecture!r}; known: {ARCHITECTURES}")
     config = from_pretrained(AutoConfig, ref)
     tokenizer = from_pretrained(AutoTokenizer, ref)
+    if seed is not None:
+        torch.manual_seed(seed)
     if _is_seq2seq(config):
         loader = EncoderDecoderModel if config.model_type == "encoder-decoder" else AutoModelForSeq2SeqLM
         model = from_pretrained(loader, ref, **overrides)

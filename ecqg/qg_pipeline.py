@@ -102,7 +102,8 @@ def train_generator(generator: str, train: list, train_entities: list, passages:
         if not (paths.generator_dir("uncon") / "config.json").is_file():
             raise FileNotFoundError(f"qg.con_init is 'uncon' but {paths.generator_dir('uncon')} holds no trained "
                                     "generator: train the unconditioned generator first")
-    model, tokenizer = qgm.build_generator(start, placeholder=token, architecture=settings["architecture"])
+    model, tokenizer = qgm.build_generator(start, placeholder=token, architecture=settings["architecture"],
+                                           seed=params["seed"])
     if settings["dropout"] is not None:
         qgm.set_dropout(model, settings["dropout"])
     run_dir = paths.QG_CHECKPOINTS / generator / fingerprint(settings, params["seed"], [t["id"] for t in train])

@@ -147,3 +147,15 @@ def test_dropout_setting_reaches_every_layer_and_the_config(tiny):
                                                    encoder_ffn_dim=32, decoder_ffn_dim=32))
     with pytest.raises(ValueError, match="not to 'bart': set it to null"):
         qg.set_dropout(bart, 0.0)
+
+
+def test_a_seeded_build_draws_the_same_new_weights():
+    """The bundled encoder has no LM head: its transform is drawn at build time, from the seed when one is given
+    (torch's own seed differs in every process, so an unseeded build would make each run's generator differ)."""
+    def head(seed):
+        torch.manual_seed(seed + 1000)                     # whatever ran before in the process
+        model, _ = qg.build_generator(BUNDLED_ENCODER, placeholder="[ENT]", seed=7)
+        return model.cls.predictions.transform.dense.weight, model.get_input_embeddings().weight[-1]
+
+    (w1, e1), (w2, e2) = head(1), head(2)
+    assert torch.equal(w1, w2) and torch.equal(e1, e2)
