@@ -17,6 +17,7 @@ from typing import Any, Callable
 import yaml
 
 from ecqg.errors import ConfigError
+from ecqg.hf_training import MIXED_PRECISION
 
 PARAMS_FILE = Path("params.yaml")
 PRESETS_DIR = Path("params")
@@ -54,7 +55,7 @@ def _train_rules(prefix: str, eval_every: bool = False, hard_negatives: bool = F
         f"{prefix}.weight_decay": ((int, float), _nonneg, "a number >= 0"),
         f"{prefix}.max_steps": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
         f"{prefix}.checkpoint_every": ((int,), _positive, "an integer > 0"),
-        f"{prefix}.mixed_precision": ((str,), lambda v: v in ("no", "bf16", "fp16"), "no, bf16 or fp16"),
+        f"{prefix}.mixed_precision": ((str,), lambda v: v in MIXED_PRECISION, f"one of {MIXED_PRECISION}"),
     }
     if eval_every:
         rules[f"{prefix}.eval_every"] = ((int,), _positive, "an integer > 0")

@@ -91,12 +91,12 @@ def sample(model: BertPrefixLM, input_ids: torch.Tensor, attention_mask: torch.T
     device = input_ids.device
     ids = input_ids.repeat_interleave(samples, 0)
     valid = attention_mask.repeat_interleave(samples, 0).bool()
-    n, length = ids.shape
+    n = ids.shape[0]
     source_types = torch.full_like(ids, SOURCE)
     cache = DynamicCache(config=model.config)
     dtype = model.dtype
-    model.bert(input_ids=ids, attention_mask=_additive(valid[:, None, None, :].expand(n, 1, length, length), dtype),
-               token_type_ids=source_types, past_key_values=cache, use_cache=True)
+    model.bert(input_ids=ids, attention_mask=prefix_lm_mask(source_types, valid, dtype), token_type_ids=source_types,
+               past_key_values=cache, use_cache=True)
     warpers = LogitsProcessorList(([TopKLogitsWarper(top_k)] if top_k > 0 else [])
                                   + ([TopPLogitsWarper(top_p)] if top_p < 1 else []))
     position = valid.sum(1, keepdim=True)                                      # the next position of each row
