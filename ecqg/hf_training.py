@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 SETTINGS = ("lr", "epochs", "batch_size", "warmup_ratio", "weight_decay", "max_steps", "checkpoint_every",
             "mixed_precision")
-MIXED_PRECISION = ("no", "bf16", "fp16")
+MIXED_PRECISION = ("no", "bf16", "fp16", "auto")
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -48,15 +48,44 @@ def remove_incomplete_checkpoints(output_dir: str | Path) -> list[Path]:
     return removed
 
 
+def native_bf16() -> bool:
+    """Whether bfloat16 runs in hardware here: a CUDA GPU with bf16, or a CPU with AVX512-BF16 or AMX. Elsewhere
+    torch emulates bf16, and autocast is several times SLOWER than float32 (measured on a 2-core AVX2-only EPYC:
+    encoding 5.7 vs 41 passages/s, bench/bench_encode.py)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.is_bf16_supported()
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
+def resolve_mixed_precision(value: str) -> str:
+    """``auto`` -> ``bf16`` where bf16 is native (``native_bf16``), else ``no`` (float32); other values unchanged.
+    The resolved value is what runs; stages write it into their metrics, so a number says which precision made it."""
+    if value not in MIXED_PRECISION:
+        raise ValueError(f"mixed_precision is {value!r}; expected one of {MIXED_PRECISION}")
+    if value != "auto":
+        return value
+    resolved = "bf16" if native_bf16() else "no"
+    log.info("mixed_precision auto -> %s (%s)", resolved, "native bf16" if resolved == "bf16" else
+             "no native bf16 on this machine: float32")
+    return resolved
+
+
+def resolve_autocast(value: str | None) -> str | None:
+    """Inference autocast: ``auto`` -> ``bfloat16`` where bf16 is native, else None (float32)."""
+    if value != "auto":
+        return value
+    return "bfloat16" if resolve_mixed_precision("auto") == "bf16" else None
+
+
 def check_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The training settings this module reads, all present (config validation checks their values)."""
+    """The training settings this module reads, all present (config validation checks their values), with
+    ``mixed_precision`` resolved (``auto`` -> what this machine runs)."""
     missing = [k for k in SETTINGS if k not in settings]
     if missing:
         raise ValueError(f"training settings lack {missing}; expected keys {list(SETTINGS)}")
-    if settings["mixed_precision"] not in MIXED_PRECISION:
-        raise ValueError(f"training setting mixed_precision is {settings['mixed_precision']!r}; expected one of "
-                         f"{MIXED_PRECISION}")
-    return {k: settings[k] for k in SETTINGS}
+    return {**{k: settings[k] for k in SETTINGS}, "mixed_precision": resolve_mixed_precision(settings["mixed_precision"])}
 
 
 def fresh_accelerator_state(mixed_precision: str) -> None:
@@ -74,7 +103,7 @@ def fresh_accelerator_state(mixed_precision: str) -> None:
 def training_arguments(output_dir: str | Path, settings: Mapping[str, Any], seed: int, progress: bool = True):
     """``TrainingArguments`` from a params block: linear warm-up/decay AdamW, step checkpoints, no reporting.
     ``mixed_precision`` bf16 / fp16 trains under autocast (bf16 on a CPU with bf16 instructions: ~1.8x the
-    examples/s of float32 for the mini generators, bench/bench_qg.py)."""
+    examples/s of float32 for the mini generators, bench/bench_qg.py; ``auto`` picks it only there)."""
     import torch
     from transformers import TrainingArguments
 
@@ -138,7 +167,8 @@ def train_with_checkpoints(model, train_dataset, output_dir: str | Path, setting
     if resume is not None:
         log.info("resuming training from %s", resume)
     args = training_arguments(output_dir, settings, seed, progress)
-    fresh_accelerator_state(settings["mixed_precision"])
+    precision = check_settings(settings)["mixed_precision"]
+    fresh_accelerator_state(precision)
     trainer = Trainer(model=model, args=args, train_dataset=train_dataset, data_collator=data_collator,
                       callbacks=[_step_logger()])
     start_step = 0 if resume is None else int(_CHECKPOINT.match(resume.name).group(1))
@@ -150,5 +180,5 @@ def train_with_checkpoints(model, train_dataset, output_dir: str | Path, setting
     log.info("trained %d steps (%d new) in %.1f s: %.2f examples/s", steps, steps - start_step, seconds,
              examples / max(seconds, 1e-9))
     return {"history": list(trainer.state.log_history), "resumed_from": None if resume is None else str(resume),
-            "seconds": round(seconds, 1), "steps": steps,
+            "seconds": round(seconds, 1), "steps": steps, "mixed_precision": precision,
             "examples_per_s": round(examples / max(seconds, 1e-9), 2)}

@@ -77,9 +77,13 @@ def from_pretrained(loader, ref: str, **kwargs):
 @contextlib.contextmanager
 def inference(model, autocast: str | None = None):
     """Run a block with ``model.eval()`` and ``torch.inference_mode`` (and optional autocast to ``"float16"`` or
-    ``"bfloat16"``); yields the model's device and restores the caller's train/eval mode afterwards."""
+    ``"bfloat16"``, or ``"auto"``: bfloat16 where it is native, else none); yields the model's device and restores the
+    caller's train/eval mode afterwards."""
     import torch
 
+    from ecqg.hf_training import resolve_autocast
+
+    autocast = resolve_autocast(autocast)
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device

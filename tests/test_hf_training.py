@@ -1,9 +1,10 @@
 """The Trainer wrapper resumes from the latest complete checkpoint and discards half-written ones."""
 
+import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from ecqg.hf_training import complete_checkpoints, train_with_checkpoints
+from ecqg.hf_training import complete_checkpoints, train_with_checkpoints, training_arguments
 
 SETTINGS = dict(lr=1e-3, epochs=2, batch_size=8, warmup_ratio=0.1, weight_decay=0.0, max_steps=None,
                 checkpoint_every=3, mixed_precision="no")
@@ -47,10 +48,6 @@ def test_missing_setting_is_named(tmp_path):
 
 
 def test_mixed_precision_setting(tmp_path):
-    import pytest
-
-    from ecqg.hf_training import training_arguments
-
     args = training_arguments(tmp_path, {**SETTINGS, "mixed_precision": "bf16"}, seed=1, progress=False)
     assert args.bf16 and not args.fp16
     assert not training_arguments(tmp_path, SETTINGS, seed=1, progress=False).bf16
@@ -60,3 +57,21 @@ def test_mixed_precision_setting(tmp_path):
                                         if "loss" in r)
     with pytest.raises(ValueError, match="mixed_precision is 'half'"):
         train_with_checkpoints(_model(), _Toy(), tmp_path, {**SETTINGS, "mixed_precision": "half"}, seed=1)
+
+
+def test_auto_precision_follows_the_hardware(monkeypatch, tmp_path):
+    """``auto`` is bf16 only where bf16 is native: emulated bf16 is several times slower than float32."""
+    from ecqg import hf_training, models
+
+    for native, precision, autocast in ((True, "bf16", "bfloat16"), (False, "no", None)):
+        monkeypatch.setattr(hf_training, "native_bf16", lambda native=native: native)
+        assert hf_training.resolve_mixed_precision("auto") == precision
+        assert hf_training.resolve_autocast("auto") == autocast
+        assert training_arguments(tmp_path, {**SETTINGS, "mixed_precision": "auto"}, seed=1,
+                                  progress=False).bf16 is (precision == "bf16")
+    assert hf_training.resolve_mixed_precision("fp16") == "fp16" and hf_training.resolve_autocast(None) is None
+    with pytest.raises(ValueError, match="mixed_precision is 'bf17'"):
+        hf_training.resolve_mixed_precision("bf17")
+    model = torch.nn.Linear(2, 2)
+    with models.inference(model, "auto"):
+        assert not torch.is_autocast_enabled("cpu")

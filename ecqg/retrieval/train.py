@@ -102,7 +102,7 @@ class TrainConfig:
     eval_batch_size: int = 64
     max_steps: int | None = None          # caps epochs * steps_per_epoch (smoke runs); the schedule uses the cap
     drop_last: bool = True                # drop the epoch's incomplete last batch (fewer in-batch negatives)
-    mixed_precision: str = "no"           # Accelerate: "no", "fp16", "bf16"
+    mixed_precision: str = "no"           # Accelerate: "no", "fp16", "bf16"; "auto": bf16 where native, else "no"
     log_every: int = 50
 
     def __post_init__(self):
@@ -120,8 +120,8 @@ class TrainConfig:
             raise ValueError("TrainConfig.hard_negatives, weight_decay, seed and warmup_steps must be >= 0")
         if not 0 <= self.warmup_ratio < 1:
             raise ValueError(f"TrainConfig.warmup_ratio must be in [0, 1), got {self.warmup_ratio!r}")
-        if self.mixed_precision not in ("no", "fp16", "bf16"):
-            raise ValueError(f"TrainConfig.mixed_precision must be no/fp16/bf16, got {self.mixed_precision!r}")
+        if self.mixed_precision not in ("no", "fp16", "bf16", "auto"):
+            raise ValueError(f"TrainConfig.mixed_precision must be no/fp16/bf16/auto, got {self.mixed_precision!r}")
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "TrainConfig":
@@ -533,13 +533,14 @@ def make_accelerator(config: TrainConfig):
     from accelerate import Accelerator
     from accelerate.utils import DataLoaderConfiguration, DistributedDataParallelKwargs
 
-    from ecqg.hf_training import fresh_accelerator_state
+    from ecqg.hf_training import fresh_accelerator_state, resolve_mixed_precision
 
-    fresh_accelerator_state(config.mixed_precision)
+    precision = resolve_mixed_precision(config.mixed_precision)
+    fresh_accelerator_state(precision)
     # split_batches: one scheduler step per optimiser step (our batch size is already global).
     # broadcast_buffers off: BERT's buffers are constant, and an in-place broadcast between the query and passage
     # forward passes would invalidate the saved position ids of the first graph.
-    return Accelerator(mixed_precision=config.mixed_precision,
+    return Accelerator(mixed_precision=precision,
                        dataloader_config=DataLoaderConfiguration(split_batches=True),
                        kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False)])
 
