@@ -104,8 +104,8 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     **_train_rules("dpr.pretrain", eval_every=True, hard_negatives=True, grad_cache=True),
     "dpr.pretrain.heldout": ((int,), _positive, "an integer > 0"),
     "dpr.encode.batch_size": ((int,), _positive, "an integer > 0"),
-    "dpr.encode.autocast": ((str, type(None)), lambda v: v in (None, "bfloat16", "float16"),
-                            "null (float32), bfloat16 or float16"),
+    "dpr.encode.autocast": ((str, type(None)), lambda v: v in (None, "bfloat16", "float16", "auto"),
+                            "null (float32), bfloat16, float16 or auto (bfloat16 where the hardware has it)"),
     "dpr.index.kind": ((str,), lambda v: v in ("flat", "hnsw", "ivfpq"), "flat, hnsw or ivfpq"),
     "dpr.index.params": ((dict,), None, "a mapping of FAISS settings (may be empty)"),
     "attention.sample_passages": ((int,), _positive, "an integer > 0"),
@@ -156,7 +156,22 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "evaluation.ks": ((list,), _ks, "a sorted list of distinct positive integers"),
     "evaluation.bootstrap_samples": ((int,), lambda v: v >= 100, "an integer >= 100"),
     "evaluation.confidence": ((float,), _prob, "a number in (0, 1)"),
+    "evaluation.pretrain_only_seeds": ((list,), lambda v: all(isinstance(s, int) and not isinstance(s, bool)
+                                                              for s in v) and len(set(v)) == len(v),
+                                       "a list of distinct integers, each one of dpr.seeds (may be empty)"),
+    "evaluation.mechanism.min_entities": ((int,), lambda v: v >= 2, "an integer >= 2"),
+    "evaluation.mechanism.moved_sentence_passages": ((int, type(None)), lambda v: v is None or v > 0,
+                                                     "null or an integer > 0"),
 }
+
+
+def _pretrain_only_seeds_trained(flat: dict) -> str | None:
+    extra = [s for s in flat["evaluation.pretrain_only_seeds"] if s not in flat["dpr.seeds"]]
+    return f"'evaluation.pretrain_only_seeds' names {extra}, which are not in 'dpr.seeds'" if extra else None
+
+
+# Rules that relate several keys: each returns a message naming the keys, or None when the values agree.
+CROSS_RULES: tuple[Callable[[dict], str | None], ...] = (_pretrain_only_seeds_trained,)
 # Keys whose value is a mapping checked as a whole (their children are not separate rules).
 _LEAF_MAPPINGS = {"data.test_sets", "dpr.index.params"}
 
@@ -188,6 +203,10 @@ def validate(params: dict, source: str = "params") -> dict:
         ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
         if not ok or (check is not None and not check(value)):
             raise ConfigError(f"{source}: '{key}' is {value!r}; expected {expected}")
+    for rule in CROSS_RULES:
+        problem = rule(flat)
+        if problem:
+            raise ConfigError(f"{source}: {problem}")
     return params
 
 

@@ -53,7 +53,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ecqg import evaluation, paths
+from ecqg import evaluation
 from ecqg.errors import DataFormatError
 from ecqg.io import write_json
 
@@ -287,6 +287,5 @@ def metrics_tree(summary: pd.DataFrame | None = None, probe: pd.DataFrame | None
     return tree
 
 
-def write_metrics(summary: pd.DataFrame | None, probe: pd.DataFrame | None, setting: Mapping,
-                  path: Path = paths.METRICS / "encoder_comparison.json") -> Path:
+def write_metrics(summary: pd.DataFrame | None, probe: pd.DataFrame | None, setting: Mapping, path: Path) -> Path:
     return write_json(path, metrics_tree(summary, probe, setting))

@@ -218,6 +218,19 @@ def subset_masks(questions: Sequence[Mapping]) -> dict[str, np.ndarray]:
     return masks
 
 
+def _masks(questions: Sequence[Mapping], masks: Mapping[str, np.ndarray] | None) -> dict[str, np.ndarray]:
+    """The given slices (checked against the number of questions), or the questions' own subsets."""
+    if masks is None:
+        return subset_masks(questions)
+    out = {}
+    for name, mask in masks.items():
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != (len(questions),):
+            raise ValueError(f"mask '{name}' has shape {mask.shape}; expected ({len(questions)},)")
+        out[name] = mask
+    return out
+
+
 def _subsets_of(q: Mapping) -> list[str]:
     subsets = q.get("subsets", [])
     if not isinstance(subsets, (list, tuple)) or not all(isinstance(s, str) for s in subsets):
@@ -234,6 +247,7 @@ def accuracy_table(
     confidence: float = 0.95,
     system: str = "",
     dataset: str = "",
+    masks: Mapping[str, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """Top-k accuracy with percentile-bootstrap CIs, for the full set and each subset (one row per subset and k).
 
@@ -241,14 +255,15 @@ def accuracy_table(
     seed_max. Accuracies are fractions (0..1). Each subset is resampled on its own, with the same seed, so a table is
     reproducible from its params. ``hits`` may be a seed stack (questions x seeds x ranks): accuracy and ``hits`` are
     then means over seeds, the CI resamples questions with their seed-mean, and ``seed_sd`` (n-1) / ``seed_min`` /
-    ``seed_max`` describe the per-seed accuracies (NaN sd for one seed).
+    ``seed_max`` describe the per-seed accuracies (NaN sd for one seed). ``masks`` (name -> boolean row mask)
+    replaces the questions' own subsets, e.g. to slice by where the answer sits in its passage.
     """
     if len(hits) != len(questions):
         raise ValueError(f"hits has {len(hits)} rows but there are {len(questions)} questions")
     per_seed = seed_hits_at_k(hits, ks)
     at_k = per_seed.mean(axis=1)
     rows = []
-    for subset, mask in subset_masks(questions).items():
+    for subset, mask in _masks(questions, masks).items():
         sub = at_k[mask]
         low, high = bootstrap_ci(sub, n_boot, seed, confidence)
         seed_acc = per_seed[mask].mean(axis=0) if mask.any() else np.full(per_seed.shape[1:], np.nan)  # seeds x ks
@@ -311,12 +326,14 @@ def paired_table(
     system_a: str = "",
     system_b: str = "",
     dataset: str = "",
+    masks: Mapping[str, np.ndarray] | None = None,
 ) -> pd.DataFrame:
-    """``paired_bootstrap`` for every subset and k, as a tidy table (system_a, system_b, dataset, subset, k, ...)."""
+    """``paired_bootstrap`` for every subset and k, as a tidy table (system_a, system_b, dataset, subset, k, ...);
+    ``masks`` as in :func:`accuracy_table`."""
     if not len(hits_a) == len(hits_b) == len(questions):
         raise ValueError(f"hits ({len(hits_a)}, {len(hits_b)} rows) must match the {len(questions)} questions")
     rows = []
-    for subset, mask in subset_masks(questions).items():
+    for subset, mask in _masks(questions, masks).items():
         for k in ks:
             res = paired_bootstrap(np.asarray(hits_a)[mask], np.asarray(hits_b)[mask], k, n_boot, seed)
             rows.append(dict(system_a=system_a, system_b=system_b, dataset=dataset, subset=subset, **res))

@@ -32,6 +32,17 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         shutil.rmtree(tmp.parent, ignore_errors=True)
 
 
+def copy_directory(source: str | Path, target: str | Path, extra_files: Iterable[str | Path] = ()) -> Path:
+    """Copy a directory (a saved model) to ``target`` atomically, plus ``extra_files`` into it: a copy cut short
+    (disk full, kill) leaves only a hidden temporary directory, never a model directory that looks complete."""
+    target = Path(target)
+    with atomic_path(target) as tmp:
+        shutil.copytree(source, tmp)
+        for extra in extra_files:
+            shutil.copy2(extra, tmp / Path(extra).name)
+    return target
+
+
 def remove_directory(path: str | Path) -> None:
     """Rename first, then delete, so a half-deleted directory (a checkpoint) never looks complete to a resume."""
     path = Path(path)

@@ -4,7 +4,7 @@
 with ``params_file=params.yaml`` (and the ``-p`` values) injected, streams its output so progress shows in the DVC
 log, writes the executed copy to ``outputs/notebooks/<name>[.<tag>].ipynb`` atomically (a failed run leaves the
 failing notebook next to it as ``<name>[.<tag>].failed.ipynb`` for inspection, never a file that looks complete) and
-records the wall time in ``outputs/metrics/stage_<name>[.<tag>].json``. A tag names one run of a notebook that DVC
+records the wall time in ``results/<profile>/stage_<name>[.<tag>].json``. A tag names one run of a notebook that DVC
 runs once per variant (``foreach``).
 """
 

@@ -52,11 +52,14 @@ FILTERED_PROBES = FILTERING / "probes.jsonl"   # probe questions that pass stage
 # Stage 04 (mixing): the UnCon and Mixed synthetic training sets, DPR retriever-json.
 SYNTHETIC = OUTPUTS / "synthetic"
 
-# Notebooks, figures, metrics.
+# Notebooks, figures.
 NOTEBOOKS_SRC = Path("notebooks")
 NOTEBOOKS_OUT = OUTPUTS / "notebooks"
 FIGURES = OUTPUTS / "figures"
-METRICS = OUTPUTS / "metrics"               # committed JSON (dvc `cache: false`)
+
+# Metrics: committed JSON (dvc `cache: false`), one folder per profile, so running another profile never
+# overwrites a profile's committed results: results/<profile>/<name>.json.
+RESULTS = Path("results")
 
 
 def questions_file(test_set: str) -> Path:
@@ -103,8 +106,16 @@ def synthetic_set(variant: str) -> Path:
     return SYNTHETIC / f"{variant}.json"
 
 
-def stage_metrics(stage: str) -> Path:
-    return METRICS / f"stage_{stage}.json"
+def metrics_dir(profile: str) -> Path:
+    """The committed metrics of one profile (``results/mini``)."""
+    if not profile or "/" in profile or profile.startswith("."):
+        raise ValueError(f"not a profile name: {profile!r}")
+    return RESULTS / profile
+
+
+def stage_metrics(stage: str, profile: str) -> Path:
+    """Wall time and figures of one stage run (``results/<profile>/stage_<stage>.json``)."""
+    return metrics_dir(profile) / f"stage_{stage}.json"
 
 
 def figures_dir(notebook: str) -> Path:

@@ -347,3 +347,52 @@ def plot_mixing_statistics(statistics: Mapping):
     axes[2].set_title("where the questions point"); axes[2].legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def plot_slice_accuracy(table: pd.DataFrame, slices: Sequence[str], ks: Sequence[int],
+                        labels: Mapping[str, str] | None = None, xlabel: str = ""):
+    """Top-k accuracy per slice (answer-position buckets, attention thirds), one line per system, 95% CI bars,
+    one panel per k; the slice sizes under the axis.
+
+    ``table``: ``ecqg.evaluation.accuracy_table`` rows with the slice in ``subset``.
+    """
+    labels = labels or {}
+    slices = [s for s in slices if s in set(table.subset)]
+    fig, axes = plt.subplots(1, len(ks), figsize=(4.4 * len(ks), 3.6), squeeze=False)
+    x = np.arange(len(slices))
+    systems = list(dict.fromkeys(table.system))
+    for ax, k in zip(axes[0], ks):
+        for i, system in enumerate(systems):
+            t = table[(table.system == system) & (table.k == k)].set_index("subset").reindex(slices)
+            offset = (i - (len(systems) - 1) / 2) * 0.06
+            ax.errorbar(x + offset, 100 * t.accuracy, yerr=[100 * (t.accuracy - t.ci_low), 100 * (t.ci_high - t.accuracy)],
+                        fmt="-o", color=f"C{i}", markersize=3, capsize=2, label=labels.get(system, system))
+        n = table[(table.k == k)].drop_duplicates("subset").set_index("subset").n.reindex(slices)
+        ax.set_xticks(x, [f"{s}\n(n={int(c)})" for s, c in zip(slices, n)], fontsize=8)
+        ax.set_title(f"Top-{k}", fontsize=10)
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3)
+    axes[0, 0].set_ylabel("top-k accuracy (%)")
+    axes[0, -1].legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def plot_moved_sentence(summary: pd.DataFrame, labels: Mapping[str, str] | None = None):
+    """The moved-sentence probe: mean score gap (answer sentence at the front minus at the end) per system, 95% CI
+    over passages; a positive gap is a preference for early evidence.
+
+    ``summary``: ``ecqg.mechanism.summarise_gaps`` output (its "system" rows are drawn).
+    """
+    labels = labels or {}
+    rows = summary[summary.kind == "system"]
+    fig, ax = plt.subplots(figsize=(1.8 + 1.3 * max(1, len(rows)), 3.6))
+    x = np.arange(len(rows))
+    ax.bar(x, rows.gap, 0.6, yerr=_ci_err(rows, "gap", "ci_low", "ci_high"), capsize=3,
+           color=[f"C{i}" for i in range(len(rows))])
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(x, [f"{labels.get(s, s)}\n(n={n})" for s, n in zip(rows.system, rows.n)], fontsize=7)
+    ax.set_ylabel("score gap: answer sentence first - last")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig

@@ -1,14 +1,19 @@
-"""The README's results section, generated from ``outputs/metrics/*.json`` so no number in it is typed by hand.
+"""The README's results sections, one per profile, generated from ``results/<profile>/*.json`` so no number in them
+is typed by hand.
 
 Why generated: the README is what most readers see; a copied number goes stale the first time a parameter changes.
-``python -m ecqg.report`` rewrites the text between ``<!-- results:start -->`` and ``<!-- results:end -->``;
-``python -m ecqg.report --check`` exits 1 when that text differs from what the current metrics give (for CI / make).
-The output is deterministic (no dates, fixed ordering), so the check is stable.
+``python -m ecqg.report`` rewrites the text between ``<!-- results:<profile>:start -->`` and
+``<!-- results:<profile>:end -->`` for the profile of ``params.yaml`` (``--profile`` for another one; a profile
+without a section gets one after the last section), and writes ``results/<profile>/headline.json``, the dozen
+figures a reader looks at first (``dvc metrics show`` prints it readably); ``--check`` exits 1 when the section
+differs from what the metrics give (for CI / make); ``--compare A B`` prints the headline figures of two profiles
+side by side. The output depends on the metrics only (the run's date is read from them), so the check is stable.
 
 What it reads (each optional except that a missing file is said, not hidden):
 ``table3.json`` (``ecqg.results.metrics_tree``), ``attention_bias.json`` (stage 01), ``encoder_comparison.json``
 (``ecqg.encoder_comparison.metrics_tree``), ``question_generation.json`` / ``filtering.json`` / ``mixing.json``
-(rendered generically: whatever keys they hold), and every ``stage_*.json`` (``wall_time_s``).
+(rendered generically: whatever keys they hold), ``mechanism.json`` (``ecqg.mechanism_pipeline.metrics_tree``),
+``dpr_*_training.json`` (the settings table), and every ``stage_*.json`` (``wall_time_s``, ``finished``).
 """
 
 from __future__ import annotations
@@ -25,9 +30,19 @@ from ecqg.encoder_comparison import ENCODER_LABELS, PAPER
 from ecqg.io import read_json, write_text
 from ecqg.results import DATASET_LABELS, PAPER_TABLE3, SUBSET_LABELS, SYSTEM_LABELS
 
-START, END = "<!-- results:start -->", "<!-- results:end -->"
-TABLE3_ORDER = ("tfidf", "bm25", "minilm_untrained", "dpr_baseline", "dpr_uncon", "dpr_mixed")
+SECTION = re.compile(r"<!-- results:([A-Za-z0-9_-]+):(start|end) -->")
+TABLE3_ORDER = ("tfidf", "bm25", "minilm_untrained", "dpr_uncon_pre", "dpr_mixed_pre", "dpr_baseline", "dpr_uncon",
+                "dpr_mixed")
 LABELS = {**SYSTEM_LABELS, "dpr_uncon": "UnCon-DPR (ours)", "dpr_mixed": "Mixed-DPR (ours)"}
+# What the bundled base encoder already learned: said next to every dense number it underlies.
+BASE_ENCODER_NOTE = (
+    "The dense rows start from the bundled sentence-transformers all-MiniLM-L6-v2, not from a plain BERT: it was "
+    "trained contrastively on about a billion pairs, among them Natural Questions, TriviaQA, SQuAD and the 64M "
+    "synthetic PAQ questions (its model card lists its training sets). So unconditioned synthetic pre-training at "
+    "scale has already happened inside every dense row (UnCon-DPR adds a few more such questions to 64M), "
+    "WebQuestions and TriviaQA are not zero-shot for it, and NQ's training questions were seen. What this setting "
+    "can test is the paper's specific claim: conditioning on the least-attended entities spreads attention and helps "
+    "the questions about them (see the mechanism slices).")
 KS = (1, 5, 20, 100)
 SYNTHETIC_STAGES = (("question_generation", "02 question generation"), ("filtering", "03 filtering"),
                     ("mixing", "04 mixing"))
@@ -35,8 +50,9 @@ SYNTHETIC_STAGES = (("question_generation", "02 question generation"), ("filteri
 STAGE_ORDER = ("prepare", "index_bm25", "index_tfidf", "retrieve_bm25", "retrieve_tfidf", "training_data",
                "05_dpr_training.baseline", "retrieve_dense_untrained", "retrieve_dense_baseline",
                "01_attention_bias", "02_question_generation", "03_filtering", "04_mixing",
-               "05_dpr_training.uncon", "05_dpr_training.mixed", "retrieve_dense_uncon", "retrieve_dense_mixed",
-               "06_results_and_attention_entropy")
+               "05_dpr_training.uncon", "05_dpr_training.mixed", "retrieve_dense_uncon_pre",
+               "retrieve_dense_mixed_pre", "retrieve_dense_uncon", "retrieve_dense_mixed",
+               "06_results_and_attention_entropy", "07_mechanism")
 
 
 # ========================================================================================================= helpers
@@ -105,7 +121,7 @@ def render_table3(table3: Mapping) -> str:
     """Top-k accuracy (%) with 95% CIs, one table per test set / subset, systems in the paper's order, the paper's
     numbers beside ours where it reports them; then the paired differences the results stage computed."""
     setting, accuracy = table3.get("setting", {}), table3.get("accuracy", {})
-    out = ["### Table 3: top-k retrieval accuracy\n"]
+    out = ["#### Table 3: top-k retrieval accuracy\n"]
     facts = [f"profile `{setting['profile']}`" if "profile" in setting else None,
              f"{setting['corpus_passages']:,} corpus passages" if "corpus_passages" in setting else None]
     if any(facts):
@@ -116,6 +132,11 @@ def render_table3(table3: Mapping) -> str:
                    + spread + "\n")
     if setting.get("note"):
         out.append(f"_{setting['note']}._\n")
+    if setting.get("base_model") == "bundled:minilm":
+        out.append(f"**What the base encoder already knows.** {BASE_ENCODER_NOTE}\n")
+    if any(s.endswith("_pre") for s in accuracy):
+        out.append("_Pre-training only_: UnCon / Mixed right after synthetic pre-training, before fine-tuning "
+                   "(the synthetic data's own effect on the base encoder).\n")
     systems = _ordered(accuracy, TABLE3_ORDER)
     panels = list(dict.fromkeys((d, s) for sys_ in systems for d, subs in accuracy[sys_].items() for s in subs))
     for dataset, subset in panels:
@@ -154,7 +175,7 @@ def render_table3(table3: Mapping) -> str:
 # ======================================================================================================= attention
 def render_attention_bias(bias: Mapping) -> str:
     """Stage 01: position bias of the highest / lowest-attended entities and the entropy, per encoder."""
-    out = ["### Attention bias (stage 01)\n"]
+    out = ["#### Attention bias (stage 01)\n"]
     sampling = bias.get("sampling", {})
     if sampling:
         out.append(f"{sampling.get('sampled', '?')} passages sampled from a pool of {sampling.get('pool', '?'):,}"
@@ -187,7 +208,7 @@ def _pct_ci(node: Mapping, key: str) -> str:
 def render_encoder_comparison(comparison: Mapping) -> str:
     """The three dense models on the same passages: entropy and later-sentence share with CIs, paired differences
     (points), and the Table 1 probe; the paper's numbers beside ours."""
-    out = ["### Attention of the dense models (notebook 06)\n"]
+    out = ["#### Attention of the dense models (notebook 06)\n"]
     setting = comparison.get("setting", {})
     if setting.get("passages"):
         out.append(f"{setting['passages']} passages, every model on the same ones; 95% bootstrap CIs"
@@ -262,7 +283,7 @@ def _value(v) -> str:
 
 def render_generic(metrics: Mapping, title: str) -> str:
     """Any metrics file as a key / value table (nested keys dotted), so new keys show up without code changes."""
-    return f"### {title}\n\n" + _table(["metric", "value"], [[f"`{k}`", _value(v)] for k, v in _flatten(metrics)])
+    return f"#### {title}\n\n" + _table(["metric", "value"], [[f"`{k}`", _value(v)] for k, v in _flatten(metrics)])
 
 
 # ====================================================================================================== wall times
@@ -275,11 +296,11 @@ def render_wall_times(metrics_dir: Path) -> str:
             raise ValueError(f"{path}: no 'wall_time_s' (every stage logs its wall time)")
         times[path.stem.removeprefix("stage_")] = float(node["wall_time_s"])
     if not times:
-        return "### Stage wall times\n\n_No stage has run yet._\n"
+        return "#### Stage wall times\n\n_No stage has run yet._\n"
     rows = [[f"`{s}`", f"{times[s]:,.1f}", f"{times[s] / 60:.1f}"] for s in sorted(times, key=_stage_position)]
     total = sum(times.values())
     rows.append(["**total**", f"**{total:,.1f}**", f"**{total / 60:.1f}**"])
-    return ("### Stage wall times\n\nLast run of each stage, from `stage_<name>.json`.\n\n"
+    return ("#### Stage wall times\n\nLast run of each stage, from `stage_<name>.json`.\n\n"
             + _table(["stage", "seconds", "minutes"], rows))
 
 
@@ -289,79 +310,352 @@ def _stage_position(name: str) -> tuple[int, str]:
     return (STAGE_ORDER.index(base) if base in STAGE_ORDER else len(STAGE_ORDER), name)
 
 
+# ======================================================================================================= mechanism
+MECHANISM_KS = (1, 5, 20)
+
+
+def _slice_rows(accuracy: Mapping, slices: Sequence[str], k: int, extra=None) -> list[list[str]]:
+    rows = []
+    for system in _ordered(accuracy, TABLE3_ORDER):
+        node = accuracy[system]
+        rows.append([_label(system)] + [_accuracy_cell(node[s], k) if s in node else "–" for s in slices]
+                    + ([extra(system)] if extra else []))
+    return rows
+
+
+def _slice_header(accuracy: Mapping, slices: Sequence[str]) -> list[str]:
+    n = {s: next((node[s]["n"] for node in accuracy.values() if s in node), "?") for s in slices}
+    return [f"{s} (n={n[s]})" for s in slices]
+
+
+def _paired_slice_rows(paired: Mapping, slices: Sequence[str], ks: Sequence[int]) -> list[list[str]]:
+    rows = []
+    for pair, by_slice in paired.items():
+        a, _, b = pair.partition("_minus_")
+        for s in slices:
+            node = by_slice.get(s)
+            if node is None:
+                continue
+            rows.append([f"{_label(a)} - {_label(b)}", s, str(node.get("n", "–"))]
+                        + [f"{_ci(node, f'top{k}_diff', f'top{k}_ci_low', f'top{k}_ci_high', signed=True)}, "
+                           f"p {_p(node.get(f'top{k}_p'))}" if f"top{k}_diff" in node else "–" for k in ks])
+    return rows
+
+
+def render_mechanism(mech: Mapping) -> str:
+    """Notebook 07: Top-k by answer position with PSI, by the baseline's attention to the answer entity, and the
+    moved-sentence gaps, each with CIs and paired differences of the dense variants."""
+    from ecqg.mechanism import BUCKETS, THIRDS
+
+    out = ["#### Where the method acts (notebook 07)\n"]
+    setting = mech.get("setting", {})
+    out.append(f"NQ test ({setting.get('questions', '?')} questions); dense rows are seed-means; 95% bootstrap CIs"
+               + (f" ({setting['n_boot']} resamples)" if setting.get("n_boot") else "") + ".\n")
+    position = mech.get("position", {})
+    if position.get("accuracy"):
+        counts = position.get("counts", {})
+        left = {k: v for k, v in counts.items() if k not in BUCKETS and k != "ok"}
+        out.append("**Answer position.** Questions by the sentence of their gold passage where an answer first "
+                   f"occurs ({counts.get('ok', '?')} located"
+                   + ("; left out: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(left.items()))
+                      if left else "") + "). PSI = 1 - min / max accuracy over the buckets (0: position does not "
+                   "matter), stratified bootstrap CI.\n")
+        psi = position.get("psi", {})
+        for k in MECHANISM_KS:
+            slices = [b for b in BUCKETS if any(b in node for node in position["accuracy"].values())]
+            if not any(f"top{k}" in node[s] for node in position["accuracy"].values() for s in slices if s in node):
+                continue
+            rows = _slice_rows(position["accuracy"], slices, k,
+                               lambda system: _ci(psi.get(system, {}), f"top{k}", f"top{k}_ci_low",
+                                                  f"top{k}_ci_high", 3))
+            out.append(f"Top-{k}:\n")
+            out.append(_table(["system"] + _slice_header(position["accuracy"], slices) + ["PSI"], rows))
+        pairs = [(key, node) for key, node in psi.items() if "_minus_" in key]
+        if pairs:
+            out.append("PSI differences A - B (same questions resampled for both; negative: A less position-"
+                       "sensitive):\n")
+            rows = [[f"{_label(key.partition('_minus_')[0])} - {_label(key.partition('_minus_')[2])}"]
+                    + [_ci(node, f"top{k}", f"top{k}_ci_low", f"top{k}_ci_high", 3, signed=True)
+                       + f", p {_p(node.get(f'top{k}_p'))}" for k in MECHANISM_KS] for key, node in pairs]
+            out.append(_table(["pair"] + [f"Top-{k}" for k in MECHANISM_KS], rows))
+        if position.get("paired"):
+            out.append("Paired differences per bucket (points [95% CI], bootstrap p):\n")
+            out.append(_table(["pair", "answer in", "n"] + [f"Top-{k}" for k in MECHANISM_KS],
+                              _paired_slice_rows(position["paired"], BUCKETS, MECHANISM_KS), ["l", "l"] + ["r"] * 4))
+    entity = mech.get("entity_attention", {})
+    if entity.get("accuracy"):
+        counts = entity.get("counts", {})
+        out.append("**Entity attention.** Questions whose answer is a named entity of its gold passage, by the "
+                   "baseline DPR's [CLS] attention rank of that entity among the passage's entities (first training "
+                   f"seed; at least {setting.get('min_entities', '?')} entities; "
+                   + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(counts.items()) if k not in THIRDS)
+                   + ").\n")
+        slices = [t for t in THIRDS if any(t in node for node in entity["accuracy"].values())]
+        for k in MECHANISM_KS:
+            out.append(f"Top-{k}:\n")
+            out.append(_table(["system"] + _slice_header(entity["accuracy"], slices),
+                              _slice_rows(entity["accuracy"], slices, k)))
+        if entity.get("paired"):
+            out.append("Paired differences per third (points [95% CI], bootstrap p):\n")
+            out.append(_table(["pair", "answer entity", "n"] + [f"Top-{k}" for k in MECHANISM_KS],
+                              _paired_slice_rows(entity["paired"], THIRDS, MECHANISM_KS), ["l", "l"] + ["r"] * 4))
+    moved = mech.get("moved_sentence", {})
+    if moved.get("systems"):
+        counts = moved.get("counts", {})
+        out.append("**Moved-sentence probe.** Each question scored against its gold passage with the answer sentence "
+                   "moved to the front and to the end (dot product); gap = front - end, a preference for early "
+                   f"evidence. {counts.get('probed', '?')} passages probed of {counts.get('eligible', '?')} eligible "
+                   f"(answer in sentence 1: {counts.get('answer_in_sentence_1', '?')}; truncated by the encoder: "
+                   f"{counts.get('truncated_by_encoder', '?')}).\n")
+        rows = []
+        for system in _ordered(moved["systems"], TABLE3_ORDER):
+            node = moved["systems"][system]
+            gap = _ci(node, "gap", "ci_low", "ci_high", 3, signed=True)
+            if node.get("seeds", 1) > 1 and node.get("seed_sd") is not None:
+                value, _, interval = gap.partition(" ")
+                gap = f"{value} ± {_num(node['seed_sd'], 3)} {interval}"
+            rows.append([_label(system), str(node.get("n", "–")), str(node.get("seeds", "–")), gap,
+                         _num(node.get("front_higher_pct"))])
+        out.append(_table(["system", "passages", "seeds", "gap (± sd over seeds) [95% CI]", "front higher %"], rows))
+        if moved.get("paired"):
+            rows = [[f"{_label(key.partition('_minus_')[0])} - {_label(key.partition('_minus_')[2])}",
+                     str(node.get("n", "–")), _ci(node, "gap", "ci_low", "ci_high", 3, signed=True)
+                     + f", p {_p(node.get('p'))}"] for key, node in moved["paired"].items()]
+            out.append("Gap differences A - B, paired per passage (negative: A less biased toward early evidence):\n")
+            out.append(_table(["pair", "passages", "gap difference [95% CI]"], rows))
+    return "\n".join(out)
+
+
+# ======================================================================================================== settings
+def _stage_files(metrics_dir: Path) -> dict[str, dict]:
+    out = {}
+    for path in sorted(metrics_dir.glob("stage_*.json")):
+        out[path.stem.removeprefix("stage_")] = read_json(path, dict, "a JSON object")
+    return out
+
+
+def render_settings(metrics_dir: Path) -> str:
+    """What this profile's run was: sizes and steps read back from its metrics, and the day it finished."""
+    table3 = _load(metrics_dir, "table3.json") or {}
+    setting = table3.get("setting", {})
+    qg = _load(metrics_dir, "question_generation.json") or {}
+    filtering = _load(metrics_dir, "filtering.json") or {}
+    mixing = _load(metrics_dir, "mixing.json") or {}
+    training = {p.stem: read_json(p, dict, "a JSON object") for p in sorted(metrics_dir.glob("dpr_*_training.json"))}
+    baseline = next((v for k, v in training.items() if k.startswith("dpr_baseline_")), {})
+    synthetic = next((v for k, v in training.items() if k.startswith("dpr_mixed_")), {})
+    rows = []
+
+    def add(name, value):
+        if value not in (None, "", {}):
+            rows.append([name, _value(value) if not isinstance(value, str) else value])
+
+    add("corpus passages", setting.get("corpus_passages"))
+    add("test questions", ", ".join(f"{DATASET_LABELS.get(k, k)} {v:,}"
+                                    for k, v in setting.get("questions", {}).items()))
+    add("dense training seeds", setting.get("dpr_seeds"))
+    add("base encoder", setting.get("base_model"))
+    add("QG steps per generator", qg.get("training", {}).get("uncon", {}).get("steps"))
+    add("filter stage 1", filtering.get("stage1_rule"))
+    mrc = filtering.get("mrc", {})
+    if mrc.get("has_ans_f1") is not None:
+        add("reader has-answer F1 / no-answer accuracy", f"{mrc['has_ans_f1']:.1f} / "
+            f"{mrc.get('no_answer_accuracy', float('nan')):.1f}")
+    add("synthetic questions per set (UnCon / Mixed)",
+        f"{mixing['sizes']['uncon']:,} / {mixing['sizes']['mixed']:,}" if mixing.get("sizes") else None)
+    pre = synthetic.get("pretrain", {})
+    add("synthetic pre-training (records / steps)",
+        f"{pre['train_examples']:,} / {pre['steps']:,}" if pre.get("steps") else None)
+    add("gold fine-tuning (records / steps)",
+        f"{baseline['train_examples']:,} / {baseline['steps']:,}" if baseline.get("steps") else None)
+    stages = _stage_files(metrics_dir)
+    finished = sorted({v["finished"] for v in stages.values() if v.get("finished")})
+    add("stage time in all (min)", f"{sum(float(v.get('wall_time_s', 0)) for v in stages.values()) / 60:.1f}"
+        if stages else None)
+    add("run finished (UTC)", finished[-1] if finished else None)
+    return _table(["setting", "value"], rows) if rows else ""
+
+
+# ======================================================================================================== headline
+def headline(metrics_dir: str | Path) -> dict:
+    """The figures a reader looks at first (NQ Top-1 / Top-5 per system, the paired Mixed - DPR / Mixed - UnCon
+    differences, PSI at Top-5, the moved-sentence gaps, attention entropy and later-sentence share, the Table 1
+    probe gap), flat, for ``headline.json`` and ``--compare``."""
+    metrics_dir = Path(metrics_dir)
+    out: dict = {}
+    table3 = _load(metrics_dir, "table3.json") or {}
+    for system, sets in table3.get("accuracy", {}).items():
+        node = sets.get("nq", {}).get("all", {})
+        for k in (1, 5):
+            if node.get(f"top{k}") is not None:
+                out[f"nq_top{k}.{system}"] = node[f"top{k}"]
+    for pair in ("dpr_mixed_minus_dpr_baseline", "dpr_mixed_minus_dpr_uncon"):
+        node = table3.get("paired", {}).get(pair, {}).get("nq", {}).get("all", {})
+        for k in (1, 5):
+            if node.get(f"top{k}_diff") is not None:
+                out[f"nq_top{k}_diff.{pair}"] = node[f"top{k}_diff"]
+                out[f"nq_top{k}_p.{pair}"] = node[f"top{k}_p"]
+    mech = _load(metrics_dir, "mechanism.json") or {}
+    for system, node in mech.get("position", {}).get("psi", {}).items():
+        if "_minus_" not in system and system.startswith("dpr_") and node.get("top5") is not None:
+            out[f"psi_top5.{system}"] = node["top5"]
+    for system, node in mech.get("moved_sentence", {}).get("systems", {}).items():
+        if system.startswith("dpr_"):
+            out[f"moved_sentence_gap.{system}"] = node.get("gap")
+    comparison = _load(metrics_dir, "encoder_comparison.json") or {}
+    for system, node in comparison.get("attention", {}).get("encoders", {}).items():
+        out[f"attention_entropy.{system}"] = node.get("entropy")
+        out[f"later_sentence_share.{system}"] = node.get("later_sentence_share")
+    for system, node in comparison.get("table1_probe", {}).items():
+        out[f"table1_probe_gap.{system}"] = node.get("difference")
+    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out.items()}
+
+
+def render_comparison(a: str | Path, b: str | Path) -> str:
+    """Headline figures of two profiles' results side by side (``--compare``), with B - A."""
+    a, b = Path(a), Path(b)
+    ha, hb = headline(a), headline(b)
+    rows = []
+    for key in list(dict.fromkeys([*ha, *hb])):
+        va, vb = ha.get(key), hb.get(key)
+        diff = vb - va if isinstance(va, (int, float)) and isinstance(vb, (int, float)) else None
+        rows.append([f"`{key}`", _num(va, 3) if va is not None else "–", _num(vb, 3) if vb is not None else "–",
+                     _num(diff, 3, signed=True) if diff is not None else "–"])
+    return _table(["figure", f"`{a}`", f"`{b}`", "B - A"], rows)
+
+
 # ========================================================================================================== public
-def render_results(metrics_dir: str | Path = paths.METRICS) -> str:
-    """The whole results section (markdown) from the metrics files present in ``metrics_dir``."""
+def render_results(metrics_dir: str | Path) -> str:
+    """One profile's results section (markdown) from the metrics files present in ``metrics_dir``."""
     metrics_dir = Path(metrics_dir)
     if not metrics_dir.is_dir():
         raise FileNotFoundError(f"{metrics_dir}: no metrics directory (run `dvc repro` first)")
-    parts = [f"_Generated by `python -m ecqg.report` from `{metrics_dir}/`; do not edit by hand._\n"]
+    parts = [f"### Profile `{metrics_dir.name}`\n",
+             f"_Generated by `python -m ecqg.report` from `{metrics_dir.as_posix()}/`; do not edit by hand._\n"]
+    settings = render_settings(metrics_dir)
+    if settings:
+        parts.append(settings)
     table3 = _load(metrics_dir, "table3.json")
-    parts.append(render_table3(table3) if table3 else "### Table 3\n\n" + _missing(metrics_dir, "table3.json",
-                                                                                      "results"))
+    parts.append(render_table3(table3) if table3 else "#### Table 3\n\n" + _missing(metrics_dir, "table3.json",
+                                                                                       "results"))
+    mech = _load(metrics_dir, "mechanism.json")
+    parts.append(render_mechanism(mech) if mech else "#### Where the method acts\n\n"
+                 + _missing(metrics_dir, "mechanism.json", "mechanism"))
     bias = _load(metrics_dir, "attention_bias.json")
-    parts.append(render_attention_bias(bias) if bias else "### Attention bias\n\n"
+    parts.append(render_attention_bias(bias) if bias else "#### Attention bias\n\n"
                  + _missing(metrics_dir, "attention_bias.json", "attention_bias"))
     comparison = _load(metrics_dir, "encoder_comparison.json")
-    parts.append(render_encoder_comparison(comparison) if comparison else "### Attention of the dense models\n\n"
+    parts.append(render_encoder_comparison(comparison) if comparison else "#### Attention of the dense models\n\n"
                  + _missing(metrics_dir, "encoder_comparison.json", "results (encoder comparison)"))
     for name, title in SYNTHETIC_STAGES:
         metrics = _load(metrics_dir, f"{name}.json")
         parts.append(render_generic(metrics, title) if metrics is not None
-                     else f"### {title}\n\n" + _missing(metrics_dir, f"{name}.json", name))
+                     else f"#### {title}\n\n" + _missing(metrics_dir, f"{name}.json", name))
     parts.append(render_wall_times(metrics_dir))
     return "\n".join(p.rstrip("\n") + "\n" for p in parts)
 
 
-def _split(text: str, readme: Path) -> tuple[str, str]:
-    if text.count(START) != 1 or text.count(END) != 1:
-        raise ValueError(f"{readme}: needs exactly one '{START}' and one '{END}' line around the results section "
-                         f"(found {text.count(START)} and {text.count(END)})")
-    head, rest = text.split(START)
-    if END not in rest:
-        raise ValueError(f"{readme}: '{END}' comes before '{START}'")
-    return head + START, END + rest.split(END, 1)[1]
+def markers(profile: str) -> tuple[str, str]:
+    return f"<!-- results:{profile}:start -->", f"<!-- results:{profile}:end -->"
 
 
-def updated_readme(readme: str | Path = "README.md", metrics_dir: str | Path = paths.METRICS) -> tuple[str, str]:
-    """(current text, text with the results section regenerated)."""
-    readme = Path(readme)
+def _sections(text: str, readme: Path) -> dict[str, tuple[int, int]]:
+    """Profile -> (end of its start marker, start of its end marker); each profile once, start before end."""
+    found: dict[str, dict[str, list[int]]] = {}
+    for m in SECTION.finditer(text):
+        found.setdefault(m.group(1), {"start": [], "end": []})[m.group(2)].append(m.start() if m.group(2) == "end"
+                                                                                   else m.end())
+    spans = {}
+    for profile, where in found.items():
+        start, end = markers(profile)
+        if len(where["start"]) != 1 or len(where["end"]) != 1:
+            raise ValueError(f"{readme}: needs exactly one '{start}' and one '{end}' line around the results of "
+                             f"profile {profile} (found {len(where['start'])} and {len(where['end'])})")
+        if where["end"][0] < where["start"][0]:
+            raise ValueError(f"{readme}: '{end}' comes before '{start}'")
+        spans[profile] = (where["start"][0], where["end"][0])
+    return spans
+
+
+def updated_readme(readme: str | Path, metrics_dir: str | Path, profile: str | None = None) -> tuple[str, str]:
+    """(current text, text with the profile's results section regenerated). A profile without a section gets one
+    after the last existing section; a README without any section is an error (where would it go?)."""
+    readme, metrics_dir = Path(readme), Path(metrics_dir)
+    profile = profile or metrics_dir.name
     text = readme.read_text(encoding="utf-8")
-    head, tail = _split(text, readme)
-    return text, f"{head}\n{render_results(metrics_dir)}{tail}"
+    spans = _sections(text, readme)
+    body = f"\n{render_results(metrics_dir)}"
+    if profile in spans:
+        start, end = spans[profile]
+        return text, text[:start] + body + text[end:]
+    if not spans:
+        start, end = markers(profile)
+        raise ValueError(f"{readme}: no results section; add the lines '{start}' and '{end}' where the results of "
+                         f"profile {profile} should go")
+    last = max(end for _, end in spans.values())
+    after = text.index("-->", last) + 3
+    start, end = markers(profile)
+    return text, f"{text[:after]}\n\n{start}{body}{end}{text[after:]}"
 
 
-def update_readme(readme: str | Path = "README.md", metrics_dir: str | Path = paths.METRICS) -> bool:
-    """Regenerate the section between the markers (atomic write); True when the file changed."""
-    old, new = updated_readme(readme, metrics_dir)
+def update_readme(readme: str | Path, metrics_dir: str | Path, profile: str | None = None) -> bool:
+    """Regenerate the profile's section between its markers (atomic write); True when the file changed."""
+    old, new = updated_readme(readme, metrics_dir, profile)
     if new != old:
         write_text(readme, new)
     return new != old
+
+
+def write_headline(metrics_dir: str | Path) -> Path:
+    from ecqg.io import write_json
+
+    return write_json(Path(metrics_dir) / "headline.json", headline(metrics_dir))
+
+
+def _current_profile() -> str:
+    from ecqg import config
+
+    return config.load()["profile"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ecqg.report", description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the README section is stale; write nothing")
     parser.add_argument("--readme", default="README.md")
-    parser.add_argument("--metrics-dir", default=str(paths.METRICS))
+    parser.add_argument("--profile", help="whose results (default: the profile of params.yaml)")
+    parser.add_argument("--metrics-dir", help="default: results/<profile>")
     parser.add_argument("--print", action="store_true", help="print the rendered section instead of writing")
+    parser.add_argument("--compare", nargs=2, metavar=("A", "B"),
+                        help="print the headline figures of two profiles (names, or metrics folders given as "
+                             "paths with a /) side by side")
     args = parser.parse_args(argv)
-    if args.print:
-        sys.stdout.write(render_results(args.metrics_dir))
-        return 0
     try:
-        if args.check:
-            old, new = updated_readme(args.readme, args.metrics_dir)
-            if old != new:
-                print(f"{args.readme}: the results section is stale; run `python -m ecqg.report`", file=sys.stderr)
-                return 1
-            print(f"{args.readme}: the results section is up to date")
+        if args.compare:
+            dirs = [Path(x) if "/" in x else paths.metrics_dir(x) for x in args.compare]  # a name: results/<name>
+            for d in dirs:
+                if not d.is_dir():
+                    raise FileNotFoundError(f"{d}: no results (run that profile first)")
+            sys.stdout.write(render_comparison(*dirs))
             return 0
-        changed = update_readme(args.readme, args.metrics_dir)
+        metrics_dir = Path(args.metrics_dir) if args.metrics_dir else \
+            paths.metrics_dir(args.profile or _current_profile())
+        if args.print:
+            sys.stdout.write(render_results(metrics_dir))
+            return 0
+        if args.check:
+            old, new = updated_readme(args.readme, metrics_dir, args.profile)
+            if old != new:
+                print(f"{args.readme}: the results section of {metrics_dir} is stale; run `python -m ecqg.report`",
+                      file=sys.stderr)
+                return 1
+            print(f"{args.readme}: the results section of {metrics_dir} is up to date")
+            return 0
+        changed = update_readme(args.readme, metrics_dir, args.profile)
+        write_headline(metrics_dir)
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"{args.readme}: results section {'updated' if changed else 'already up to date'}")
+    print(f"{args.readme}: results section of {metrics_dir} {'updated' if changed else 'already up to date'}")
     return 0
 
 

@@ -21,6 +21,8 @@ SYSTEM_LABELS = {
     "tfidf": "TF-IDF",
     "bm25": "BM25",
     "minilm_untrained": "MiniLM, not fine-tuned",
+    "dpr_uncon_pre": "UnCon, pre-training only (ours)",
+    "dpr_mixed_pre": "Mixed, pre-training only (ours)",
     "dpr_baseline": "DPR (ours)",
     "dpr_uncon": "UnCon-DPR (ours)",
     "dpr_mixed": "Mixed-DPR (ours)",
@@ -192,6 +194,5 @@ def metrics_tree(table: pd.DataFrame, paired: pd.DataFrame, setting: Mapping) ->
     return tree
 
 
-def write_table3_metrics(table: pd.DataFrame, paired: pd.DataFrame, setting: Mapping,
-                         path: Path = paths.METRICS / "table3.json") -> Path:
+def write_table3_metrics(table: pd.DataFrame, paired: pd.DataFrame, setting: Mapping, path: Path) -> Path:
     return write_json(path, metrics_tree(table, paired, setting))

@@ -20,18 +20,22 @@ from dvc.dependency.param import ParamsDependency  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
-SEEDS = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))["dpr"]["seeds"]  # matrix stage names
+PARAMS = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+SEEDS = PARAMS["dpr"]["seeds"]           # matrix stage names
 SEED = SEEDS[0]                          # the first seed's baseline feeds the attention study and the filter
 SYNTHETIC = {f"{stage}@{variant}-{seed}" for seed in SEEDS for stage in ("dpr_synthetic", "retrieve_dense")
              for variant in ("uncon", "mixed")}            # every seed's UnCon-DPR / Mixed-DPR and their retrieval
+SYNTHETIC |= {f"retrieve_pretrained@{variant}_pre-{seed}" for seed in PARAMS["evaluation"]["pretrain_only_seeds"]
+              for variant in ("uncon", "mixed")}           # ... and the same models right after pre-training
 UPSTREAM = {"prepare", "index_bm25", "index_tfidf", "retrieve@bm25", "retrieve@tfidf", "training_data",
             "retrieve_untrained", "attention_bias"} | {f"{stage}@baseline-{seed}" for seed in SEEDS
                                                        for stage in ("dpr_training", "retrieve_dense")}
 SPEC = {
-    "qg.generate.top_k": {"question_generation", "filtering", "mixing", *SYNTHETIC, "results", "report"},
-    "mixing.total": {"mixing", *SYNTHETIC, "results", "report"},
+    "qg.generate.top_k": {"question_generation", "filtering", "mixing", *SYNTHETIC, "results", "mechanism", "report"},
+    "mixing.total": {"mixing", *SYNTHETIC, "results", "mechanism", "report"},
     # more seeds add matrix stages; of the existing ones only the aggregation reruns (not 01 / 03, not seed 1's models)
-    "dpr.seeds": {"results", "report"},
+    "dpr.seeds": {"results", "mechanism", "report"},
+    "evaluation.mechanism.moved_sentence_passages": {"mechanism", "report"},
 }
 
 
@@ -102,6 +106,7 @@ def test_more_seeds_add_one_training_and_one_retrieval_per_variant_and_seed(tmp_
     shutil.copy(REPO / "dvc.yaml", tmp_path / "dvc.yaml")
     params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
     params["dpr"]["seeds"] = [1, 2]
+    params["evaluation"]["pretrain_only_seeds"] = [1]
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     with dvc_repo.Repo.init(str(tmp_path)) as repo:
@@ -113,6 +118,9 @@ def test_more_seeds_add_one_training_and_one_retrieval_per_variant_and_seed(tmp_
         assert seeded <= set(names) and not any(n.endswith(f"-{SEED}") for n in names)
         results_needs = {s.name for s in nx.descendants(graph, names["results"])}
         assert {n for n in seeded if n.startswith("retrieve_dense")} <= results_needs
+        assert {"retrieve_pretrained@uncon_pre-1", "retrieve_pretrained@mixed_pre-1"} <= results_needs
+        assert "retrieve_pretrained@uncon_pre-2" not in names    # pre-trained-only search: the listed seeds only
+        assert {n for n in seeded if n.startswith("dpr_")} <= {s.name for s in nx.descendants(graph, names["mechanism"])}
         # the first seed's baseline feeds the attention study and the filter; the second seed's does not
         study_needs = {s.name for s in nx.descendants(graph, names["attention_bias"])}
         assert "dpr_training@baseline-1" in study_needs and "dpr_training@baseline-2" not in study_needs

@@ -24,16 +24,24 @@ PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
 SEEDS = PARAMS["dpr"]["seeds"]
 
 
+def _param(dotted: str):
+    node = PARAMS
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
 def _expanded_stages():
     """(name, stage) with foreach / matrix stages expanded the way DVC does (``${item}``, ``${item.<key>}``, with
-    ``${dpr.seeds}`` from params.yaml)."""
+    matrix axes such as ``${dpr.seeds}`` read from params.yaml); ``${profile}`` is left for the caller."""
     for name, stage in STAGES.items():
         if "foreach" in stage:
             for item in stage["foreach"]:
                 text = yaml.safe_dump(stage["do"]).replace("${item}", item)
                 yield f"{name}@{item}", yaml.safe_load(text)
         elif "matrix" in stage:
-            axes = {k: SEEDS if v == "${dpr.seeds}" else v for k, v in stage["matrix"].items()}
+            axes = {k: _param(v[2:-1]) if isinstance(v, str) and v.startswith("${") else v
+                    for k, v in stage["matrix"].items()}
             body = {k: v for k, v in stage.items() if k != "matrix"}
             for combo in itertools.product(*axes.values()):
                 text = yaml.safe_dump(body)
@@ -55,7 +63,8 @@ def test_every_output_path_is_one_of_ecqg_paths():
         for out in _declared_paths(stage, "outs"):
             assert any(out == k or out.startswith(k + "/") for k in known), f"{name}: {out} not in ecqg/paths.py"
         for metric in _declared_paths(stage, "metrics"):
-            assert metric.startswith(str(paths.METRICS) + "/"), f"{name}: metric {metric} outside outputs/metrics"
+            # one folder per profile, so another profile's run never overwrites these committed files
+            assert metric.startswith(f"{paths.RESULTS}/${{profile}}/"), f"{name}: metric {metric} outside results/"
 
 
 def test_metrics_are_committed_not_cached():
@@ -73,7 +82,8 @@ def test_stage_params_exist():
 
 def test_stage_commands_name_real_modules():
     for name, stage in _expanded_stages():
-        assert "${" not in yaml.safe_dump(stage).replace("${dpr.seeds[0]}", ""), f"{name}: unexpanded variable"
+        left = yaml.safe_dump(stage).replace("${dpr.seeds[0]}", "").replace("${profile}", "")
+        assert "${" not in left, f"{name}: unexpanded variable"
         module = stage["cmd"].split()[2]
         assert (REPO / (module.replace(".", "/") + ".py")).is_file(), f"{name}: {module} not found"
         if module == "ecqg.notebook":
@@ -117,7 +127,7 @@ def test_smoke_dag_end_to_end(tmp_path):
     first = _dvc(["repro"], repo)
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
 
-    table = json.loads((repo / "outputs/metrics/table3.json").read_text())
+    table = json.loads((repo / "results/smoke/table3.json").read_text())
     assert table["setting"]["profile"] == "smoke"
     for system in ("bm25", "tfidf", "minilm_untrained", "dpr_baseline", "dpr_uncon", "dpr_mixed"):
         nq = table["accuracy"][system]["nq"]["all"]
@@ -140,10 +150,10 @@ def test_smoke_dag_end_to_end(tmp_path):
     for stage in ["prepare", "index_bm25", "index_tfidf", "retrieve_bm25", "retrieve_tfidf", "training_data",
                   "retrieve_dense_untrained", "01_attention_bias", "02_question_generation", "03_filtering",
                   "04_mixing"] + seeded:
-        assert json.loads((repo / f"outputs/metrics/stage_{stage}.json").read_text())["wall_time_s"] >= 0
+        assert json.loads((repo / f"results/smoke/stage_{stage}.json").read_text())["wall_time_s"] >= 0
     assert json.loads((repo / "outputs/train/nq_dev_distant.json").read_text())
     assert len(json.loads((repo / "outputs/train/gold_dpr.json").read_text())) == 200
-    training = json.loads((repo / "outputs/metrics/dpr_baseline_s2022_training.json").read_text())
+    training = json.loads((repo / "results/smoke/dpr_baseline_s2022_training.json").read_text())
     assert training["steps"] == 6 and training["train_examples"] == 64 and "val_avg_rank" in training
     assert training["seed"] == 2022
     for seed in (2022, 2023):
@@ -151,7 +161,7 @@ def test_smoke_dag_end_to_end(tmp_path):
     seed_weights = [(repo / f"outputs/models/dpr_baseline_s{seed}/query_encoder/model.safetensors").read_bytes()
                     for seed in (2022, 2023)]
     assert seed_weights[0] != seed_weights[1], "two seeds trained the same model"
-    bias = json.loads((repo / "outputs/metrics/attention_bias.json").read_text())
+    bias = json.loads((repo / "results/smoke/attention_bias.json").read_text())
     assert bias["sampling"]["sampled"] == 60 and bias["sampling"]["excluded_test_gold"] > 0
     for encoder in ("dpr_baseline", "untrained"):
         assert 0 < bias["encoders"][encoder]["mean_entropy"] < 6
@@ -161,27 +171,47 @@ def test_smoke_dag_end_to_end(tmp_path):
     assert any("image/png" in o.get("data", {}) for c in attention_nb.cells for o in c.get("outputs", []))
     assert all("highest" in r for r in entities)
 
-    qg = json.loads((repo / "outputs/metrics/question_generation.json").read_text())
+    qg = json.loads((repo / "results/smoke/question_generation.json").read_text())
     assert set(qg["quality"]) == {"uncon", "con"} and qg["generation"]["con"]["generated"] > 0
-    filtering = json.loads((repo / "outputs/metrics/filtering.json").read_text())
+    filtering = json.loads((repo / "results/smoke/filtering.json").read_text())
     assert filtering["stage1_rule"] == "roundtrip" and filtering["mrc"]["trained"]
     for generator, counts in filtering["funnel"].items():
         assert counts["generated"] >= counts["after_stage1"] >= counts["after_stage2"] > 0, generator
-    mixing = json.loads((repo / "outputs/metrics/mixing.json").read_text())
+    mixing = json.loads((repo / "results/smoke/mixing.json").read_text())
     assert mixing["sizes"]["mixed"] == mixing["sizes"]["uncon"] > 0
     synthetic = json.loads((repo / "outputs/synthetic/mixed.json").read_text())
     assert {r["generator"] for r in synthetic} == {"uncon", "con"}
     for variant in ("uncon", "mixed"):
-        trained = json.loads((repo / f"outputs/metrics/dpr_{variant}_s2023_training.json").read_text())
+        trained = json.loads((repo / f"results/smoke/dpr_{variant}_s2023_training.json").read_text())
         assert trained["pretrain"]["steps"] > 0 and trained["steps"] == 6
-    comparison = json.loads((repo / "outputs/metrics/encoder_comparison.json").read_text())
+    comparison = json.loads((repo / "results/smoke/encoder_comparison.json").read_text())
     assert set(comparison["attention"]["encoders"]) == {"dpr_baseline", "dpr_uncon", "dpr_mixed"}
     assert "dpr_mixed_minus_dpr_baseline" in comparison["attention"]["paired"]
     # Checkpoints only serve a killed run: once a model is saved they are gone (gigabytes otherwise).
     assert (repo / "outputs/checkpoints/qg").is_dir()
     assert not [p for p in (repo / "outputs/checkpoints").rglob("*") if p.is_file()]
+    mechanism = json.loads((repo / "results/smoke/mechanism.json").read_text())
+    assert mechanism["position"]["counts"]["ok"] > 0 and mechanism["moved_sentence"]["counts"]["probed"] > 0
+    assert set(mechanism["moved_sentence"]["systems"]) == {"minilm_untrained", "dpr_uncon_pre", "dpr_mixed_pre",
+                                                           "dpr_baseline", "dpr_uncon", "dpr_mixed"}
+    assert mechanism["moved_sentence"]["systems"]["dpr_baseline"]["seeds"] == 2
+    for system in ("bm25", "dpr_mixed", "dpr_mixed_pre"):
+        psi = mechanism["position"]["psi"][system]["top5"]
+        assert psi is None or 0 <= psi <= 1, (system, psi)
+    assert table["accuracy"]["dpr_uncon_pre"]["nq"]["all"]["n"] == 40     # pre-training only, first seed
+    assert (repo / "outputs/models/dpr_mixed_pre_s2023/bi_encoder.json").is_file()
+    headline = json.loads((repo / "results/smoke/headline.json").read_text())
+    assert "nq_top1.dpr_mixed" in headline and len(headline) < 60
     readme = (repo / "README.md").read_text()
-    assert "UnCon-DPR" in readme.split("<!-- results:start -->")[1].split("<!-- results:end -->")[0]
+    smoke = readme.split("<!-- results:smoke:start -->")[1].split("<!-- results:smoke:end -->")[0]
+    assert "UnCon-DPR" in smoke and "Where the method acts" in smoke
+    # the committed mini results and their README section are untouched by a smoke run
+
+    def mini_section(text):
+        return text.split("<!-- results:mini:start -->")[1].split("<!-- results:mini:end -->")[0]
+    assert mini_section(readme) == mini_section((REPO / "README.md").read_text())
+    for path in (REPO / "results/mini").glob("*.json"):
+        assert (repo / "results/mini" / path.name).read_bytes() == path.read_bytes(), path.name
 
     second = _dvc(["repro"], repo)
     assert second.returncode == 0, second.stderr[-2000:]
@@ -218,7 +248,7 @@ def test_killed_training_resumes_from_its_last_checkpoint(tmp_path):
     assert saved, "training finished or failed before writing a checkpoint"
     last = saved[-1].parent.name
     assert int(last.split("-")[1]) < 6, "the run was not killed midway"
-    assert not (repo / "outputs/metrics/dpr_baseline_s2022_training.json").exists()
+    assert not (repo / "results/smoke/dpr_baseline_s2022_training.json").exists()
 
     again = _dvc(["repro", "dpr_training@baseline-2022"], repo)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]

@@ -23,8 +23,8 @@ TABLE3 = {
 
 @pytest.fixture
 def metrics(tmp_path):
-    d = tmp_path / "metrics"
-    d.mkdir()
+    d = tmp_path / "results" / "mini"
+    d.mkdir(parents=True)
     (d / "table3.json").write_text(json.dumps(TABLE3))
     (d / "mixing.json").write_text(json.dumps({"uncon": {"questions": 800}, "mixed": {"con": 400, "uncon": 400},
                                                "seed": 2022, "ratio": 0.5}))
@@ -103,7 +103,8 @@ def test_render_attention_files(metrics):
            "| 60.0 [45.0, 75.0] | 73.7 vs 72.1 |" in text
 
 
-README = "# Title\n\nIntro.\n\n## Results\n\n<!-- results:start -->\nold numbers\n<!-- results:end -->\n\n## After\n"
+README = ("# Title\n\nIntro.\n\n## Results\n\n<!-- results:mini:start -->\nold numbers\n<!-- results:mini:end -->"
+          "\n\n## After\n")
 
 
 def test_update_readme_and_check(metrics, tmp_path, capsys):
@@ -114,8 +115,8 @@ def test_update_readme_and_check(metrics, tmp_path, capsys):
     assert readme.read_text() == README  # --check writes nothing
     assert report.update_readme(readme, metrics) is True
     text = readme.read_text()
-    assert text.startswith("# Title\n\nIntro.\n\n## Results\n\n<!-- results:start -->\n")
-    assert text.endswith("<!-- results:end -->\n\n## After\n") and "old numbers" not in text
+    assert text.startswith("# Title\n\nIntro.\n\n## Results\n\n<!-- results:mini:start -->\n")
+    assert text.endswith("<!-- results:mini:end -->\n\n## After\n") and "old numbers" not in text
     assert report.render_results(metrics) in text
     assert report.main(args + ["--check"]) == 0
     assert report.update_readme(readme, metrics) is False  # idempotent
@@ -128,13 +129,103 @@ def test_update_readme_and_check(metrics, tmp_path, capsys):
 def test_missing_markers_are_an_error(metrics, tmp_path, capsys):
     readme = tmp_path / "README.md"
     readme.write_text("# Title\n\nno markers here\n")
-    with pytest.raises(ValueError, match=r"README.md: needs exactly one '<!-- results:start -->'"):
+    with pytest.raises(ValueError, match=r"README.md: no results section; add the lines '<!-- results:mini:start -->'"):
         report.update_readme(readme, metrics)
     assert report.main(["--readme", str(readme), "--metrics-dir", str(metrics), "--check"]) == 2
-    assert "results:start" in capsys.readouterr().err
-    readme.write_text("<!-- results:end -->\n<!-- results:start -->\n")
+    assert "results:mini:start" in capsys.readouterr().err
+    readme.write_text("<!-- results:mini:end -->\n<!-- results:mini:start -->\n")
     with pytest.raises(ValueError, match="comes before"):
         report.update_readme(readme, metrics)
+    readme.write_text("<!-- results:mini:start -->\n<!-- results:mini:start -->\n<!-- results:mini:end -->\n")
+    with pytest.raises(ValueError, match="exactly one"):
+        report.update_readme(readme, metrics)
+
+
+def test_each_profile_has_its_own_section(metrics, tmp_path):
+    """Rendering another profile never touches mini's section; a new profile's section goes after the last one."""
+    readme = tmp_path / "README.md"
+    readme.write_text(README)
+    report.update_readme(readme, metrics)
+    mini_text = readme.read_text()
+    study = metrics.parent / "study"
+    study.mkdir()
+    (study / "table3.json").write_text(json.dumps({**TABLE3, "setting": {"profile": "study",
+                                                                        "corpus_passages": 500}}))
+    assert report.update_readme(readme, study) is True
+    text = readme.read_text()
+    assert text.startswith(mini_text.split("<!-- results:mini:end -->")[0])
+    assert text.index("<!-- results:mini:end -->") < text.index("<!-- results:study:start -->")
+    assert text.endswith("<!-- results:study:end -->\n\n## After\n")
+    assert "### Profile `study`" in text and "500 corpus passages" in text
+    assert report.update_readme(readme, metrics) is False           # mini's section is still current
+    assert report.update_readme(readme, study) is False
+
+
+def test_settings_date_and_base_encoder_note(metrics):
+    (metrics / "stage_prepare.json").write_text(json.dumps({"wall_time_s": 1.5, "finished": "2026-11-20"}))
+    (metrics / "stage_results.json").write_text(json.dumps({"wall_time_s": 30.0, "finished": "2026-11-21"}))
+    table3 = {**TABLE3, "setting": {**TABLE3["setting"], "base_model": "bundled:minilm", "dpr_seeds": "1 2 3"}}
+    (metrics / "table3.json").write_text(json.dumps(table3))
+    (metrics / "dpr_baseline_s1_training.json").write_text(json.dumps({"train_examples": 300, "steps": 9}))
+    text = report.render_results(metrics)
+    assert "| run finished (UTC) | 2026-11-21 |" in text and "| gold fine-tuning (records / steps) | 300 / 9 |" in text
+    assert "| dense training seeds | 1 2 3 |" in text
+    assert "What the base encoder already knows" in text and "64M" in text and "PAQ" in text
+    table3["setting"]["base_model"] = "bert-base-uncased"
+    (metrics / "table3.json").write_text(json.dumps(table3))
+    assert "What the base encoder already knows" not in report.render_results(metrics)
+
+
+MECHANISM = {
+    "setting": {"questions": 10, "n_boot": 100, "min_entities": 3},
+    "position": {
+        "counts": {"ok": 9, "no_answer_in_gold": 1, "sentence 1": 5, "sentence 2": 4},
+        "accuracy": {"dpr_mixed": {"sentence 1": {"n": 5, "top1": 80.0, "top1_ci_low": 60.0, "top1_ci_high": 100.0},
+                                   "sentence 2": {"n": 4, "top1": 50.0, "top1_ci_low": 25.0, "top1_ci_high": 75.0}}},
+        "psi": {"dpr_mixed": {"top1": 0.375, "top1_ci_low": 0.1, "top1_ci_high": 0.6},
+                "dpr_mixed_minus_dpr_baseline": {"top1": -0.1, "top1_ci_low": -0.2, "top1_ci_high": 0.0,
+                                                 "top1_p": 0.04}},
+        "paired": {"dpr_mixed_minus_dpr_baseline": {"sentence 2": {"n": 4, "top1_diff": 25.0, "top1_ci_low": 0.0,
+                                                                   "top1_ci_high": 50.0, "top1_p": 0.2}}}},
+    "entity_attention": {"counts": {"ok": 3, "answer_not_an_entity": 6, "most attended": 2, "least attended": 1},
+                         "accuracy": {"bm25": {"most attended": {"n": 2, "top1": 50.0},
+                                               "least attended": {"n": 1, "top1": 0.0}}}, "paired": {}},
+    "moved_sentence": {"counts": {"probed": 4, "eligible": 4, "answer_in_sentence_1": 5, "truncated_by_encoder": 0},
+                       "systems": {"dpr_baseline": {"n": 4, "gap": 0.5, "ci_low": 0.2, "ci_high": 0.8, "p": 0.01,
+                                                    "seeds": 3, "seed_sd": 0.1, "front_higher_pct": 75.0}},
+                       "paired": {"dpr_mixed_minus_dpr_baseline": {"n": 4, "gap": -0.2, "ci_low": -0.4,
+                                                                   "ci_high": 0.0, "p": 0.05}}},
+}
+
+
+def test_render_mechanism(metrics):
+    (metrics / "mechanism.json").write_text(json.dumps(MECHANISM))
+    text = report.render_results(metrics)
+    section = text.split("#### Where the method acts (notebook 07)")[1].split("#### ")[0]
+    assert "| system | sentence 1 (n=5) | sentence 2 (n=4) | PSI |" in section
+    assert "| Mixed-DPR (ours) | 80.0 [60.0, 100.0] | 50.0 [25.0, 75.0] | 0.375 [0.100, 0.600] |" in section
+    assert "| Mixed-DPR (ours) - DPR (ours) | -0.100 [-0.200, +0.000], p 0.040 |" in section
+    assert "| Mixed-DPR (ours) - DPR (ours) | sentence 2 | 4 | +25.0 [+0.0, +50.0], p 0.200 |" in section
+    assert "no answer in gold 1" in section and "answer not an entity 6" in section
+    assert "| BM25 | 50.0 | 0.0 |" in section
+    assert "| DPR (ours) | 4 | 3 | +0.500 ± 0.100 [+0.200, +0.800] | 75.0 |" in section
+    assert "| Mixed-DPR (ours) - DPR (ours) | 4 | -0.200 [-0.400, +0.000], p 0.050 |" in section
+    head = report.headline(metrics)
+    assert head["moved_sentence_gap.dpr_baseline"] == 0.5
+    assert "psi_top5.dpr_mixed" not in head          # the fixture has PSI at Top-1 only
+    assert head["nq_top1.bm25"] == 30.0 and head["nq_top5.dpr_mixed"] == 70.0
+
+
+def test_compare_two_profiles(metrics, capsys):
+    other = metrics.parent / "study"
+    other.mkdir()
+    table3 = json.loads(json.dumps(TABLE3))
+    table3["accuracy"]["bm25"]["nq"]["all"]["top1"] = 35.5
+    (other / "table3.json").write_text(json.dumps(table3))
+    assert report.main(["--compare", str(metrics), str(other)]) == 0
+    out = capsys.readouterr().out
+    assert "| `nq_top1.bm25` | 30.000 | 35.500 | +5.500 |" in out
+    assert report.main(["--compare", str(metrics), str(metrics.parent / "absent")]) == 2
 
 
 def test_bad_metrics_files(tmp_path):

@@ -12,13 +12,12 @@ import hashlib
 import json
 import logging
 import random
-import shutil
 import time
 from typing import Any, Mapping
 
 from ecqg import paths
 from ecqg.data.dpr import read_dpr_retriever_json
-from ecqg.io import empty_directory, read_jsonl
+from ecqg.io import copy_directory, empty_directory, read_jsonl
 from ecqg.retrieval.biencoder import BiEncoder
 from ecqg.retrieval.train import TrainConfig, data_fingerprint, latest_checkpoint, split_records, train_biencoder
 
@@ -88,6 +87,13 @@ def fingerprint(*parts: Any) -> str:
 
 VARIANTS = ("baseline", "uncon", "mixed")
 SYNTHETIC_VARIANTS = ("uncon", "mixed")  # pre-trained on stage 04's synthetic set of the same name
+PRETRAINED_SUFFIX = "_pre"               # uncon_pre / mixed_pre: a synthetic variant right after pre-training
+PRETRAIN_ONLY_VARIANTS = tuple(v + PRETRAINED_SUFFIX for v in SYNTHETIC_VARIANTS)
+
+
+def pretrain_only_seeds(params: Mapping) -> list[int]:
+    """The seeds whose pre-trained-only models are also searched with (``evaluation.pretrain_only_seeds``)."""
+    return list(params["evaluation"]["pretrain_only_seeds"])
 
 
 def synthetic_records(variant: str) -> list[dict]:
@@ -119,6 +125,9 @@ def train_variant(variant: str, params: Mapping, seed: int, progress: bool = Tru
     (same records, settings and seed), so the rows differ only in the synthetic pre-training. The seed steers batch
     order, dropout and the held-out split; the gold sub-sample (``max_examples``) is the same for every seed.
 
+    A synthetic variant's model right after pre-training (before fine-tuning) is saved too, as
+    ``outputs/models/dpr_<variant>_pre_s<seed>``, so the synthetic data's own effect can be measured.
+
     Checkpoints (with optimizer state, about 0.5 GB each for MiniLM) serve only to resume a killed run: once the
     model is saved, the variant's checkpoint directory is emptied, older settings' runs included.
     """
@@ -134,6 +143,8 @@ def train_variant(variant: str, params: Mapping, seed: int, progress: bool = Tru
             dpr, settings, seed, data_fingerprint(synthetic)))
         pretrain = _train_phase(model, synthetic, settings["heldout"], train_config(params, "pretrain", seed),
                                 pre_dir, seed, progress)
+        copy_directory(pre_dir / "model", paths.model_dir(variant + PRETRAINED_SUFFIX, seed),
+                       [pre_dir / "history.jsonl"])
         model = BiEncoder.load(pre_dir / "model")
     records = [r for part in gold_records(params).values() for r in part]
     heldout = params["dpr"]["finetune"]["heldout"]
@@ -141,11 +152,7 @@ def train_variant(variant: str, params: Mapping, seed: int, progress: bool = Tru
     parts = [dpr, seed, n_train, len(records) - n_train] + ([] if pretrain is None else [pretrain["run_dir"]])
     run_dir = paths.checkpoint_dir(variant, seed) / fingerprint(*parts)
     result = _train_phase(model, records, heldout, train_config(params, seed=seed), run_dir, seed, progress)
-    target = paths.model_dir(variant, seed)
-    if target.exists():
-        shutil.rmtree(target)
-    shutil.copytree(run_dir / "model", target)
-    shutil.copy2(run_dir / "history.jsonl", target / "history.jsonl")
+    copy_directory(run_dir / "model", paths.model_dir(variant, seed), [run_dir / "history.jsonl"])
     empty_directory(paths.checkpoint_dir(variant, seed))
     return {**result, "pretrain": pretrain}
 
@@ -162,7 +169,9 @@ def retrieve_all(variant: str, params: Mapping, seed: int | None = None, progres
     settings = params["dpr"]
     model = load_model(variant, params, seed)
     start = time.perf_counter()
-    autocast = settings["encode"]["autocast"]
+    from ecqg.hf_training import resolve_autocast
+
+    autocast = resolve_autocast(settings["encode"]["autocast"])
     ids, vectors = dense.encode_passages(model, read_corpus(paths.CORPUS), batch_size=settings["encode"]["batch_size"],
                                          progress=progress, autocast=autocast)
     encode_s = time.perf_counter() - start
@@ -189,5 +198,8 @@ def system_name(variant: str, seed: int | None = None) -> str:
 
 
 def seed_runs(params: Mapping) -> dict[str, list[str]]:
-    """Table 3's dense rows -> the run of each seed (``dpr_baseline`` -> ``[dpr_baseline_s2022, ...]``)."""
-    return {f"dpr_{v}": [system_name(v, s) for s in seeds(params)] for v in VARIANTS}
+    """Table 3's dense rows -> the run of each seed (``dpr_baseline`` -> ``[dpr_baseline_s2022, ...]``); the
+    pre-trained-only rows (``dpr_uncon_pre``) have runs for ``evaluation.pretrain_only_seeds`` only."""
+    runs = {f"dpr_{v}": [system_name(v, s) for s in seeds(params)] for v in VARIANTS}
+    runs.update({f"dpr_{v}": [system_name(v, s) for s in pretrain_only_seeds(params)] for v in PRETRAIN_ONLY_VARIANTS})
+    return runs

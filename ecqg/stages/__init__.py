@@ -1,11 +1,13 @@
 """Pipeline stages run by DVC. Each stage module has a ``main()``; notebooks run through :mod:`ecqg.notebook`.
 
-Every stage records its wall time (and whatever figures it wants to keep) in ``outputs/metrics/stage_<name>.json``.
+Every stage records its wall time, the day it finished (UTC) and whatever figures it wants to keep in
+``results/<profile>/stage_<name>.json``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import logging
 import platform
 import time
@@ -30,7 +32,8 @@ def timed_stage(name: str, params: dict) -> Iterator[dict]:
     log.info("stage %s: start (profile %s)", name, params.get("profile"))
     yield figures
     wall = time.perf_counter() - start
-    record = {"stage": name, "profile": params.get("profile"), "wall_time_s": round(wall, 1),
+    record = {"stage": name, "profile": params["profile"], "wall_time_s": round(wall, 1),
+              "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
               "machine": f"{platform.machine()} {platform.system()}", **figures}
-    write_json(paths.stage_metrics(name), record)
+    write_json(paths.stage_metrics(name, params["profile"]), record)
     log.info("stage %s: done in %.1f s", name, wall)
