@@ -15,7 +15,7 @@ export DVC_NO_ANALYTICS := 1
 export OPENAI_API_KEY ?= unused-by-ecqg
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install repro test bench profile clean-venv
+.PHONY: install repro test bench lab profile clean-venv
 
 install: $(STAMP)
 
@@ -28,19 +28,28 @@ $(STAMP): requirements/base.txt requirements/constraints.txt requirements/models
 	$(PY) -m ecqg.doctor
 	@touch $(STAMP)
 
+# Params are checked (values, cross-key rules, input files) before DVC touches any output.
 repro: $(STAMP)
+	$(PY) -m ecqg.config check
 	dvc repro
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check --select F --output-format concise ecqg tests bench
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# make lab   JupyterLab on the repository (open notebooks/; a kernel started there works from the repository root).
+#            On a remote machine: make lab LAB_ARGS="--no-browser --ip 0.0.0.0"
+LAB_ARGS ?=
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. $(LAB_ARGS)
+
 bench: $(STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
-# make profile P=smoke   (or mini, paper): rewrite params.yaml from the preset; DVC reruns what the change touches.
+# make profile P=smoke   (or mini, study, paper): rewrite params.yaml from the preset; DVC reruns what the change
+# touches. Refuses to overwrite hand edits of params.yaml; FORCE=1 overwrites them and keeps them in params.yaml.bak.
 profile: $(STAMP)
-	$(PY) -m ecqg.config use $(P)
+	$(PY) -m ecqg.config use $(P) $(if $(FORCE),--force,)
 
 clean-venv:
 	rm -rf $(VENV)

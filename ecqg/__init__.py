@@ -4,8 +4,9 @@ The package is deliberately thin: notebooks in ``notebooks/`` call one function 
 longer than a few lines lives here so it can be tested.
 """
 
-from ecqg.env import configure_environment
+from ecqg.env import configure_environment, move_to_repository_root
 
 configure_environment()
+move_to_repository_root()
 
 __version__ = "0.1.0"

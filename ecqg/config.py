@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import copy
 import difflib
+import re
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -170,8 +172,46 @@ def _pretrain_only_seeds_trained(flat: dict) -> str | None:
     return f"'evaluation.pretrain_only_seeds' names {extra}, which are not in 'dpr.seeds'" if extra else None
 
 
+def _stride_below_window(flat: dict) -> str | None:
+    if flat["mrc.stride"] >= flat["mrc.max_length"]:
+        return (f"'mrc.stride' ({flat['mrc.stride']}) must be below 'mrc.max_length' ({flat['mrc.max_length']}): "
+                "the reader's windows overlap by the stride")
+    return None
+
+
+def _heldout_leaves_training_data(flat: dict) -> str | None:
+    limit, held = flat["dpr.finetune.max_examples"], flat["dpr.finetune.heldout"]
+    if limit is not None and held >= limit:
+        return (f"'dpr.finetune.heldout' ({held}) must be below 'dpr.finetune.max_examples' ({limit}), or no gold "
+                "record is left to train on")
+    return None
+
+
+def _index_params_fit_kind(flat: dict) -> str | None:
+    from ecqg.retrieval.index_kinds import INDEX_KINDS
+
+    kind, given = flat["dpr.index.kind"], flat["dpr.index.params"]
+    unknown = sorted(set(given) - set(INDEX_KINDS[kind]))
+    if unknown:
+        allowed = sorted(INDEX_KINDS[kind]) or "none"
+        return f"'dpr.index.params' has {unknown}, which a '{kind}' index does not take (allowed: {allowed})"
+    return None
+
+
+def _lowest_below_min_entities(flat: dict) -> str | None:
+    if flat["attention.min_entities"] <= flat["attention.lowest_entities"]:
+        return (f"'attention.min_entities' ({flat['attention.min_entities']}) must exceed "
+                f"'attention.lowest_entities' ({flat['attention.lowest_entities']}) so the lowest- and "
+                "highest-attended entities differ")
+    return None
+
+
 # Rules that relate several keys: each returns a message naming the keys, or None when the values agree.
-CROSS_RULES: tuple[Callable[[dict], str | None], ...] = (_pretrain_only_seeds_trained,)
+CROSS_RULES: tuple[Callable[[dict], str | None], ...] = (
+    _pretrain_only_seeds_trained, _stride_below_window, _heldout_leaves_training_data, _index_params_fit_kind,
+    _lowest_below_min_entities)
+# Input files named in params (dotted key -> path), checked to exist by `check_inputs` before a run starts.
+INPUT_KEYS = ("data.corpus", "data.train_gold", "data.nq_dev", "data.mrc_unanswerable")
 # Keys whose value is a mapping checked as a whole (their children are not separate rules).
 _LEAF_MAPPINGS = {"data.test_sets", "dpr.index.params"}
 
@@ -200,13 +240,49 @@ def validate(params: dict, source: str = "params") -> dict:
         if key not in flat:
             raise ConfigError(f"{source}: missing key '{key}' ({expected})")
         value = flat[key]
-        ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
-        if not ok or (check is not None and not check(value)):
-            raise ConfigError(f"{source}: '{key}' is {value!r}; expected {expected}")
+        if isinstance(value, bool) and bool not in types:
+            ok = False
+        else:   # an integer is a fine value for a real-valued setting (lr: 1)
+            ok = isinstance(value, types) or (float in types and isinstance(value, int))
+        if not ok and isinstance(value, str) and (int in types or float in types) and _is_number(value):
+            raise ConfigError(f"{source}: '{key}' is the string {value!r}, not a number: YAML reads an exponent "
+                              f"without a decimal point as text; write it as {_yaml_number(value)}")
+        if not ok:
+            raise ConfigError(f"{source}: '{key}' is {value!r} ({type(value).__name__}); expected {expected}")
+        if check is not None and not check(value):
+            raise ConfigError(f"{source}: '{key}' is {value!r}, out of range; expected {expected}")
     for rule in CROSS_RULES:
         problem = rule(flat)
         if problem:
             raise ConfigError(f"{source}: {problem}")
+    return params
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _yaml_number(text: str) -> str:
+    """``1e-4`` -> ``1.0e-4``: the spelling YAML 1.1 (PyYAML, DVC) reads as a float."""
+    mantissa, _, exponent = text.lower().partition("e")
+    if exponent and "." not in mantissa:
+        mantissa += ".0"
+    return f"{mantissa}e{exponent}" if exponent else mantissa
+
+
+def check_inputs(params: dict, source: str = "params") -> dict:
+    """Raise ConfigError naming the dotted key of an input file that does not exist (``data.corpus``,
+    ``data.test_sets.<name>``, ...): before a run, not minutes into it as a bare FileNotFoundError."""
+    flat = _flatten(params)
+    named = [(key, flat[key]) for key in INPUT_KEYS]
+    named += [(f"data.test_sets.{name}", path) for name, path in flat["data.test_sets"].items()]
+    for key, path in named:
+        if not Path(path).exists():
+            raise ConfigError(f"{source}: '{key}' names {path}, which does not exist (in {Path.cwd()})")
     return params
 
 
@@ -215,7 +291,8 @@ def _read_yaml(path: Path) -> dict:
         with open(path, encoding="utf-8") as handle:
             data = yaml.safe_load(handle)
     except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found") from None
+        raise ConfigError(f"{path}: file not found in {Path.cwd()} (run from the repository root, the folder "
+                          "that holds dvc.yaml and params.yaml)") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc})") from None
     return data or {}
@@ -250,11 +327,11 @@ def preset(profile: str, presets_dir: Path = PRESETS_DIR) -> dict:
     return validate(merged, f"{presets_dir}/{profile}.yaml over {BASE_PROFILE}.yaml")
 
 
-def write_profile(profile: str, target: Path = PARAMS_FILE, presets_dir: Path = PRESETS_DIR) -> Path:
-    """Write ``target`` = base preset with the profile overlay, keeping the base file's comments."""
-    from ruamel.yaml import YAML
+def render_profile(profile: str, presets_dir: Path = PRESETS_DIR) -> str:
+    """The text ``make profile P=<profile>`` writes: base preset with the profile overlay, the base's comments kept."""
+    import io
 
-    from ecqg.io import atomic_path
+    from ruamel.yaml import YAML
 
     merged = preset(profile, presets_dir)
     rt = YAML()
@@ -274,12 +351,47 @@ def write_profile(profile: str, target: Path = PARAMS_FILE, presets_dir: Path = 
                 node[key] = value
 
     assign(doc, merged)
-    with atomic_path(target) as tmp, open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(f"# Generated by `make profile P={profile}` from params/{BASE_PROFILE}.yaml"
-                     + ("" if profile == BASE_PROFILE else f" + params/{profile}.yaml")
-                     + ". Edit freely to run variants.\n")
-        rt.dump(doc, handle)
-    return target
+    out = io.StringIO()
+    out.write(f"# Generated by `make profile P={profile}` from params/{BASE_PROFILE}.yaml"
+              + ("" if profile == BASE_PROFILE else f" + params/{profile}.yaml") + ". Edit freely to run variants.\n")
+    rt.dump(doc, out)
+    return out.getvalue()
+
+
+_GENERATED = re.compile(r"^# Generated by `make profile P=([A-Za-z0-9_-]+)`")
+
+
+def hand_edits(target: Path = PARAMS_FILE, presets_dir: Path = PRESETS_DIR) -> list[str]:
+    """Dotted keys whose value in ``target`` differs from the profile it was generated from (all of them when it
+    was not generated at all); empty when ``target`` is absent or untouched."""
+    if not target.is_file():
+        return []
+    text = target.read_text(encoding="utf-8")
+    match = _GENERATED.match(text)
+    if match is None or match.group(1) not in PROFILES:
+        return ["(the whole file: it was not written by `make profile`)"]
+    if text == render_profile(match.group(1), presets_dir):
+        return []
+    mine, theirs = _flatten(yaml.safe_load(text) or {}), _flatten(preset(match.group(1), presets_dir))
+    changed = sorted(k for k in set(mine) | set(theirs) if mine.get(k, "<absent>") != theirs.get(k, "<absent>"))
+    return changed or ["(comments or formatting)"]
+
+
+def write_profile(profile: str, target: Path = PARAMS_FILE, presets_dir: Path = PRESETS_DIR,
+                  force: bool = False) -> Path:
+    """Write ``target`` = base preset with the profile overlay, keeping the base file's comments. Refuses to
+    overwrite hand edits unless ``force`` (then the edited file is kept as ``<target>.bak``)."""
+    from ecqg.io import write_text
+
+    edits = hand_edits(target, presets_dir)
+    if edits and not force:
+        raise ConfigError(f"{target} has hand edits ({', '.join(edits[:8])}{', ...' if len(edits) > 8 else ''}); "
+                          f"`make profile P={profile} FORCE=1` overwrites it and keeps your file as {target}.bak")
+    if edits:
+        backup = target.with_name(target.name + ".bak")
+        shutil.copy2(target, backup)
+        print(f"kept your edited {target} as {backup}", file=sys.stderr)
+    return write_text(target, render_profile(profile, presets_dir))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -287,15 +399,16 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     use = sub.add_parser("use", help="write params.yaml for a profile")
     use.add_argument("profile", choices=PROFILES)
+    use.add_argument("--force", action="store_true", help="overwrite hand edits (kept as params.yaml.bak)")
     sub.add_parser("check", help="validate params.yaml")
     args = parser.parse_args(argv)
     try:
         if args.command == "use":
-            write_profile(args.profile)
+            write_profile(args.profile, force=args.force)
             print(f"params.yaml now holds the '{args.profile}' profile; run `make repro` (dvc repro) to rebuild")
         else:
-            params = load()
-            print(f"params.yaml is valid (profile {params['profile']})")
+            params = check_inputs(load(), str(PARAMS_FILE))
+            print(f"params.yaml is valid (profile {params['profile']}); its input files exist")
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -6,6 +6,7 @@ phone home. Every default can be overridden by setting the variable before runni
 
 import os
 import sys
+from pathlib import Path
 
 DEFAULTS = {
     # Never try the network for models unless the user opts in (HF_HUB_OFFLINE=0).
@@ -25,3 +26,30 @@ def configure_environment() -> None:
     if not sys.stderr.isatty():
         # In logs (DVC, papermill, CI) a progress bar redrawn ten times a second buries everything else.
         os.environ.setdefault("TQDM_MININTERVAL", "10")
+
+
+def repository_root(start: Path) -> Path | None:
+    """The nearest folder at or above ``start`` holding both ``dvc.yaml`` and ``params.yaml``, or None."""
+    for folder in (start, *start.parents):
+        if (folder / "dvc.yaml").is_file() and (folder / "params.yaml").is_file():
+            return folder
+    return None
+
+
+def move_to_repository_root() -> Path | None:
+    """In a Jupyter kernel started below the repository root (Jupyter starts it in the notebook's folder,
+    ``notebooks/``), change to the root: every path of the project (``params.yaml``, ``outputs/``, ``data/``) is
+    relative to it, as in ``dvc repro``. Returns the new working directory, or None when nothing changed (not a
+    kernel, already at the root, or not inside a checkout)."""
+    if "ipykernel" not in sys.modules:
+        return None
+    here = Path.cwd()
+    if (here / "params.yaml").is_file():
+        return None
+    root = repository_root(here)
+    if root is None:
+        return None
+    os.chdir(root)
+    print(f"ecqg: working directory set to the repository root {root} (the kernel started in {here})",
+          file=sys.stderr)
+    return root

@@ -7,21 +7,35 @@ sibling and renamed into place. Why deterministic gzip: the committed data bundl
 from __future__ import annotations
 
 import contextlib
+import glob
 import gzip
 import io
 import json
 import os
 import shutil
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 
+def remove_stale_temporaries(path: str | Path) -> list[Path]:
+    """Delete the hidden ``.<name>.*.tmp`` folders a killed writer of ``path`` left behind (one writer per path:
+    a leftover is never another process's work in progress)."""
+    path = Path(path)
+    stale = sorted(path.parent.glob(f".{glob.escape(path.name)}.*.tmp")) if path.parent.is_dir() else []
+    for folder in stale:
+        shutil.rmtree(folder, ignore_errors=True)
+    return stale
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; on success rename it to ``path`` (file or directory)."""
+    """Yield a temporary path next to ``path``; on success rename it to ``path`` (file or directory). Leftovers of
+    an earlier, killed write of the same path are removed first."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(path)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)) / path.name
     try:
         yield tmp
@@ -32,14 +46,16 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         shutil.rmtree(tmp.parent, ignore_errors=True)
 
 
-def copy_directory(source: str | Path, target: str | Path, extra_files: Iterable[str | Path] = ()) -> Path:
-    """Copy a directory (a saved model) to ``target`` atomically, plus ``extra_files`` into it: a copy cut short
-    (disk full, kill) leaves only a hidden temporary directory, never a model directory that looks complete."""
+def copy_directory(source: str | Path, target: str | Path,
+                   extra_jsonl: dict[str, Iterable[dict[str, Any]]] | None = None) -> Path:
+    """Copy a directory (a saved model) to ``target`` atomically, plus ``extra_jsonl`` files (name -> records)
+    written into it: a copy cut short (disk full, kill) leaves only a hidden temporary directory, never a model
+    directory that looks complete."""
     target = Path(target)
     with atomic_path(target) as tmp:
         shutil.copytree(source, tmp)
-        for extra in extra_files:
-            shutil.copy2(extra, tmp / Path(extra).name)
+        for name, records in (extra_jsonl or {}).items():
+            write_jsonl(tmp / name, records)
     return target
 
 
@@ -109,21 +125,56 @@ def open_text(path: str | Path):
     return open(path, encoding="utf-8")
 
 
+_READ_ERRORS = (EOFError, gzip.BadGzipFile, UnicodeDecodeError, zlib.error)
+
+
+def _unreadable(path: str | Path, where: str, exc: Exception):
+    """A DataFormatError naming the file and where reading stopped: a truncated .gz (EOFError), a file that is not
+    gzip at all, or bytes that are not UTF-8, instead of the bare exception from deep inside the codec."""
+    from ecqg.errors import DataFormatError
+
+    if isinstance(exc, UnicodeDecodeError):
+        problem = f"not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at offset {exc.start} of the line)"
+    elif isinstance(exc, EOFError):
+        problem = "the gzip stream ends early (a truncated or partly downloaded file?)"
+    else:
+        problem = f"not a readable gzip file ({exc})"
+    return DataFormatError(path, where, None, problem)
+
+
+def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, line)`` of a UTF-8 text file (``*.gz`` un-gzipped). Bytes are decoded line by line,
+    so bytes that are not UTF-8 or a gzip stream that ends early raise DataFormatError naming the exact line."""
+    path = Path(path)
+    handle = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+    with handle:
+        line_no = 0
+        while True:
+            try:
+                raw = handle.readline()
+                line = raw.decode("utf-8")
+            except _READ_ERRORS as exc:
+                raise _unreadable(path, f"line {line_no + 1}", exc) from None
+            if not raw:
+                return
+            line_no += 1
+            yield line_no, line.replace("\r\n", "\n")
+
+
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, record)``; a line that is not a JSON object raises DataFormatError naming the line."""
     from ecqg.errors import DataFormatError
 
-    with open_text(path) as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataFormatError(path, f"line {line_no}", None, f"not valid JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise DataFormatError(path, f"line {line_no}", None, "expected a JSON object")
-            yield line_no, record
+    for line_no, line in read_lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataFormatError(path, f"line {line_no}", None, f"not valid JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise DataFormatError(path, f"line {line_no}", None, "expected a JSON object")
+        yield line_no, record
 
 
 def read_json(path: str | Path, expected: type, what: str) -> Any:
@@ -135,6 +186,8 @@ def read_json(path: str | Path, expected: type, what: str) -> Any:
             data = json.load(handle)
         except json.JSONDecodeError as exc:
             raise DataFormatError(path, f"line {exc.lineno}", None, f"not valid JSON ({exc.msg})") from None
+        except _READ_ERRORS as exc:
+            raise _unreadable(path, None, exc) from None
     if not isinstance(data, expected):
         raise DataFormatError(path, None, None, f"expected {what}, got {type(data).__name__}")
     return data
@@ -159,6 +212,20 @@ def read_tsv_rows(path: str | Path) -> Iterator[tuple[str, list[str]]]:
                 return
             except csv.Error as exc:
                 raise DataFormatError(path, f"line {line}", None, f"bad CSV/TSV quoting ({exc})") from None
+            except _READ_ERRORS as exc:
+                raise _unreadable(path, f"line {line}", exc) from None
             where, line = f"line {line}", reader.line_num + 1
             if row and not (len(row) == 1 and not row[0].strip()):
                 yield where, row
+
+
+def write_csv(path: str | Path, rows: Iterable[dict[str, Any]], columns: list[str]) -> Path:
+    """Rows as CSV (header ``columns``; a missing value is an empty cell), atomically: plot data for DVC."""
+    import csv
+
+    path = Path(path)
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path

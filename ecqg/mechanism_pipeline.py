@@ -10,6 +10,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -147,6 +148,19 @@ def fits_encoder(params: Mapping):
     tokenizer = from_pretrained(AutoTokenizer, params["dpr"]["base_model"])
     limit = params["dpr"]["passage_max_length"]
     return lambda title, text: len(tokenizer(title, text)["input_ids"]) <= limit
+
+
+def write_position_plot(table: pd.DataFrame, profile: str, k: int = 5) -> Path:
+    """Top-k accuracy (%) by answer sentence (1, 2, 3 = 3+), one column per system: DVC plot data,
+    ``results/<profile>/plots/position_top<k>.csv``."""
+    from ecqg.io import write_csv
+
+    sel = table[table.k == k]
+    systems = list(dict.fromkeys(sel.system))
+    wide = sel.pivot(index="subset", columns="system", values="accuracy").mul(100).round(2)
+    rows = [{"answer_sentence": i + 1, **wide.loc[b, systems].to_dict()}
+            for i, b in enumerate(mechanism.BUCKETS) if b in wide.index]
+    return write_csv(paths.plot_data(profile, f"position_top{k}.csv"), rows, ["answer_sentence", *systems])
 
 
 # ========================================================================================================= metrics

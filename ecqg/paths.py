@@ -4,6 +4,9 @@ from pathlib import Path
 
 OUTPUTS = Path("outputs")
 
+# Stages `input_test_set@<name>`: the digest of each test-set file params names (prepare depends on them).
+INPUTS = OUTPUTS / "inputs"
+
 # Stage `prepare`: the bundle (or the paper's files) in one schema, sub-sampled per profile.
 PREPARED = OUTPUTS / "data"
 CORPUS = PREPARED / "corpus.jsonl"
@@ -111,6 +114,11 @@ def metrics_dir(profile: str) -> Path:
     if not profile or "/" in profile or profile.startswith("."):
         raise ValueError(f"not a profile name: {profile!r}")
     return RESULTS / profile
+
+
+def plot_data(profile: str, name: str) -> Path:
+    """Data behind a DVC plot (``dvc plots show``), committed like the metrics: ``results/<profile>/plots/<name>``."""
+    return metrics_dir(profile) / "plots" / name
 
 
 def stage_metrics(stage: str, profile: str) -> Path:

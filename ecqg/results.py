@@ -194,5 +194,20 @@ def metrics_tree(table: pd.DataFrame, paired: pd.DataFrame, setting: Mapping) ->
     return tree
 
 
+def write_topk_plots(curves: pd.DataFrame, profile: str) -> list[Path]:
+    """Top-k accuracy (%) against k, one column per system, one file per test set (full set): DVC plot data,
+    ``results/<profile>/plots/topk/<set>.csv`` (``dvc plots show``)."""
+    from ecqg.io import write_csv
+
+    written = []
+    full = curves[curves.subset == evaluation.FULL_SET]
+    for dataset, group in full.groupby("dataset", sort=False):
+        wide = group.pivot(index="k", columns="system", values="accuracy").mul(100).round(2)
+        systems = list(dict.fromkeys(group.system))
+        rows = [{"k": int(k), **row} for k, row in wide[systems].iterrows()]
+        written.append(write_csv(paths.plot_data(profile, f"topk/{dataset}.csv"), rows, ["k", *systems]))
+    return written
+
+
 def write_table3_metrics(table: pd.DataFrame, paired: pd.DataFrame, setting: Mapping, path: Path) -> Path:
     return write_json(path, metrics_tree(table, paired, setting))

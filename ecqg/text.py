@@ -17,7 +17,10 @@ from typing import Callable, Iterable, Sequence
 
 import regex
 
-from pyserini.eval.evaluate_dpr_retrieval import SimpleTokenizer, has_answers, regex_match
+from ecqg.doctor import require_java
+
+require_java()  # pyserini needs a JVM; say so plainly instead of "Unable to find javac"
+from pyserini.eval.evaluate_dpr_retrieval import SimpleTokenizer, has_answers, regex_match  # noqa: E402
 
 
 @functools.lru_cache(maxsize=1)

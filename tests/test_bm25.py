@@ -77,7 +77,7 @@ def test_passage_lookup_from_stored_raw(searcher):
 
 
 def test_bad_passages_are_rejected_before_indexing(tmp_path):
-    with pytest.raises(DataFormatError, match=r"record 1, field 'text'"):
+    with pytest.raises(DataFormatError, match=r"record 2, field 'text'"):
         build_bm25_index([PASSAGES[0], {"id": "x", "title": "t"}], tmp_path / "bad")
     with pytest.raises(DataFormatError, match="duplicate passage id 'wiki-paris-1'"):
         build_bm25_index([PASSAGES[0], PASSAGES[0]], tmp_path / "dup")

@@ -98,3 +98,73 @@ def test_invalid_yaml_names_the_file(tmp_path):
     path.write_text("seed: [1,\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         config.load(path)
+
+
+# ------------------------------------------------------------------------------- issue 18: errors that come early
+@pytest.mark.parametrize("dotted, value, message", [
+    ("mrc.stride", 192, r"'mrc.stride' \(192\) must be below 'mrc.max_length' \(192\)"),
+    ("dpr.finetune.heldout", 500, r"'dpr.finetune.heldout' \(500\) must be below 'dpr.finetune.max_examples' \(500\)"),
+    ("dpr.index.params", {"nprobe": 8}, r"'dpr.index.params' has \['nprobe'\], which a 'flat' index does not take"),
+    ("attention.min_entities", 3, r"'attention.min_entities' \(3\) must exceed 'attention.lowest_entities' \(3\)"),
+    ("evaluation.pretrain_only_seeds", [7], r"'evaluation.pretrain_only_seeds' names \[7\]"),
+])
+def test_cross_key_rules_name_both_keys(dotted, value, message):
+    params = _with(config.preset("mini", REPO / "params"), dotted, value)
+    with pytest.raises(ConfigError, match=message):
+        config.validate(params, "params.yaml")
+
+
+def test_yaml_pitfalls_get_messages_that_say_what_to_write(tmp_path):
+    path = tmp_path / "params.yaml"
+    text = (REPO / "params.yaml").read_text().replace("lr: 5.0e-5", "lr: 5e-5", 1)
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"'dpr.finetune.lr' is the string '5e-5', not a number.*write it as 5.0e-5"):
+        config.load(path)
+    path.write_text(text.replace("lr: 5e-5", "lr: 1", 1))           # an integer is a fine learning rate
+    assert config.load(path)["dpr"]["finetune"]["lr"] == 1
+    path.write_text(text.replace("lr: 5e-5", "lr: 0", 1))
+    with pytest.raises(ConfigError, match=r"'dpr.finetune.lr' is 0, out of range; expected a number > 0"):
+        config.load(path)
+    path.write_text(text.replace("lr: 5e-5", "lr: 5.0e-5", 1).replace("seeds: [2022, 2023, 2024]", 'seeds: "2022"'))
+    with pytest.raises(ConfigError, match=r"'dpr.seeds' is '2022' \(str\); expected a non-empty list"):
+        config.load(path)
+
+
+def test_input_files_are_checked_before_a_run(tmp_path, monkeypatch):
+    params = config.preset("mini", REPO / "params")
+    monkeypatch.chdir(REPO)
+    assert config.check_inputs(params) is params
+    params["data"]["test_sets"]["nq"] = "downloads/nq-test.csv"
+    with pytest.raises(ConfigError, match=r"'data.test_sets.nq' names downloads/nq-test.csv, which does not exist"):
+        config.check_inputs(params)
+
+
+def test_make_repro_checks_params_before_dvc_runs():
+    """A typo must stop `make repro` before DVC deletes any committed output of the stage it would run first."""
+    recipe = (REPO / "Makefile").read_text().split("\nrepro:")[1].split("\n\n")[0]
+    lines = [line.strip() for line in recipe.splitlines()[1:]]
+    assert lines.index("$(PY) -m ecqg.config check") < lines.index("dvc repro")
+
+
+def test_config_check_fails_on_a_typo_and_names_the_key(tmp_path):
+    import subprocess
+    import sys
+
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text().replace("  k1: 0.9", "  k_1: 0.9"))
+    run = subprocess.run([sys.executable, "-m", "ecqg.config", "check"], cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 2 and "unknown key 'bm25.k_1'" in run.stderr, run.stderr
+
+
+def test_make_profile_keeps_hand_edits(tmp_path, presets):
+    target = tmp_path / "params.yaml"
+    config.write_profile("mini", target, presets)
+    config.write_profile("smoke", target, presets)          # untouched: switching is free
+    target.write_text(target.read_text().replace("k1: 0.9", "k1: 1.2"))
+    with pytest.raises(ConfigError, match=r"has hand edits \(bm25.k1\).*FORCE=1"):
+        config.write_profile("mini", target, presets)
+    assert "k1: 1.2" in target.read_text()                  # nothing was lost
+    config.write_profile("mini", target, presets, force=True)
+    assert "k1: 1.2" in (tmp_path / "params.yaml.bak").read_text() and "k1: 0.9" in target.read_text()
+    target.write_text("seed: 1\n")
+    assert config.hand_edits(target, presets) == ["(the whole file: it was not written by `make profile`)"]

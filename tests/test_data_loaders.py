@@ -67,11 +67,11 @@ def test_dpr_retriever_json_malformed(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([{"question": "q", "answers": ["a"], "positive_ctxs": []},
                                {"question": "q2", "answers": "a", "positive_ctxs": []}]))
-    expect_error(lambda: list(dpr.read_dpr_retriever_json(bad)), "bad.json", "record 1", "'answers'")
+    expect_error(lambda: list(dpr.read_dpr_retriever_json(bad)), "bad.json", "record 2", "'answers'")
     bad.write_text(json.dumps([{"question": "q", "answers": ["a"], "positive_ctxs": [{"title": "t"}]}]))
-    expect_error(lambda: list(dpr.read_dpr_retriever_json(bad)), "record 0, positive_ctxs[0]", "'text'")
+    expect_error(lambda: list(dpr.read_dpr_retriever_json(bad)), "record 1, positive_ctxs[0]", "'text'")
     bad.write_text(json.dumps([{"answers": ["a"], "positive_ctxs": []}]))
-    expect_error(lambda: list(dpr.read_dpr_retriever_json(bad)), "record 0", "'question'", "missing")
+    expect_error(lambda: list(dpr.read_dpr_retriever_json(bad)), "record 1", "'question'", "missing")
     bad.write_text("[{")
     expect_error(lambda: list(dpr.read_dpr_retriever_json(bad)), "bad.json", "line 1", "not valid JSON")
 
@@ -266,7 +266,7 @@ def test_nq_gold_malformed(tmp_path):
     bad = tmp_path / "pon.json"
     bad.write_text(json.dumps([{"example_id": 1, "question": "q", "answers": ["a"], "text": "t",
                                 "idx_gold_in_corpus": "12"}]))
-    expect_error(lambda: list(nq_gold.read_power_of_noise(bad)), "pon.json", "record 0", "'idx_gold_in_corpus'")
+    expect_error(lambda: list(nq_gold.read_power_of_noise(bad)), "pon.json", "record 1", "'idx_gold_in_corpus'")
     bad = tmp_path / "litm.jsonl.gz"
     rec = {"question": "q", "answers": ["a"], "ctxs": [{"title": "t", "text": "x", "isgold": False}],
            "nq_annotated_gold": {"title": "t", "long_answer": "x"}}

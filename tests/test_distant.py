@@ -67,7 +67,7 @@ def test_answer_in_title_only_does_not_count():
 
 
 def test_bad_questions_are_named():
-    with pytest.raises(DataFormatError, match=r"record 0, field 'answers'"):
+    with pytest.raises(DataFormatError, match=r"record 1, field 'answers'"):
         distant_supervision([{"id": "q", "question": "x", "answers": "Paris"}], {"q": []}, BY_ID, progress=False)
     with pytest.raises(DataFormatError, match="has no BM25 run"):
         distant_supervision([{"id": "q", "question": "x", "answers": []}], {}, BY_ID, progress=False)

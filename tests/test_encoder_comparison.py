@@ -67,7 +67,7 @@ def test_compare_attention_rows_and_ranges(frame):
 
 
 def test_compare_attention_bad_input(models):
-    with pytest.raises(DataFormatError, match="record 1.*text"):
+    with pytest.raises(DataFormatError, match="record 2.*text"):
         ec.compare_attention(models, [PASSAGES[0], {"id": "x", "text": " "}])
     with pytest.raises(ValueError, match="no models"):
         ec.compare_attention({}, PASSAGES)
@@ -92,11 +92,11 @@ def test_probe_scores_are_the_dot_product(models):
 
 
 def test_probe_scores_bad_input(models):
-    with pytest.raises(DataFormatError, match="record 0.*role"):
+    with pytest.raises(DataFormatError, match="record 1.*role"):
         ec.probe_scores(models, [{"passage_id": "p1", "role": "middle", "question": "q"}], PASSAGES)
-    with pytest.raises(DataFormatError, match="record 0.*passage_id.*nope"):
+    with pytest.raises(DataFormatError, match="record 1.*passage_id.*nope"):
         ec.probe_scores(models, [{"passage_id": "nope", "role": "lowest", "question": "q"}], PASSAGES)
-    with pytest.raises(DataFormatError, match="record 0.*question"):
+    with pytest.raises(DataFormatError, match="record 1.*question"):
         ec.probe_scores(models, [{"passage_id": "p1", "role": "lowest"}], PASSAGES)
 
 

@@ -116,7 +116,7 @@ def test_predict_returns_the_span_by_character_offsets_across_windows(tokenizer)
 
 def test_predict_names_a_missing_passage_and_duplicate_ids(tokenizer):
     reader = FakeReader(tokenizer)
-    with pytest.raises(DataFormatError, match=r"questions, record 0, field 'passage_id'.*'nope' is not in the corpus"):
+    with pytest.raises(DataFormatError, match=r"questions, record 1, field 'passage_id'.*'nope' is not in the corpus"):
         F.predict(reader, tokenizer, [{"id": "a", "question": "q?", "passage_id": "nope"}], {}, progress=False)
     with pytest.raises(DataFormatError, match="duplicate id 'a'"):
         F.predict(reader, tokenizer, [example("a", "q?", LONG)] * 2, progress=False)
@@ -183,7 +183,7 @@ def test_mrc_examples_check_offsets_and_mark_unanswerables():
     unans = {"id": "u", "question": "when?", "passage_id": "p1", "plausible_answers": []}
     out = F.mrc_examples([triple], [unans], passages)
     assert out[0]["answers"] == ["Jane Austen"] and out[1]["answers"] == [] and out[1]["context"].endswith("Austen.")
-    with pytest.raises(DataFormatError, match=r"gold triples\), record 0, field 'answer_start'"):
+    with pytest.raises(DataFormatError, match=r"gold triples\), record 1, field 'answer_start'"):
         F.mrc_examples([{**triple, "answer_start": 3}], [], passages)
 
 
@@ -273,7 +273,7 @@ def test_malformed_generated_records_are_named(tmp_path):
     path.write_text(json.dumps(good) + "\n" + json.dumps(good) + "\n", encoding="utf-8")
     with pytest.raises(DataFormatError, match="line 2, field 'id': duplicate id 'g1'"):
         list(F.read_generated(path))
-    with pytest.raises(DataFormatError, match=r"generated questions, record 1, field 'id': duplicate"):
+    with pytest.raises(DataFormatError, match=r"generated questions, record 2, field 'id': duplicate"):
         F.check_generated([good, good])
     assert F.check_generated([{**good, "extra": 1}])[0]["extra"] == 1  # extra keys survive validation
 

@@ -49,7 +49,7 @@ def test_gold_passages_take_the_first_gold_passage_with_an_answer():
     gold = mechanism.gold_passages(questions, text_of)
     assert list(gold.status) == ["ok", "no_answer_in_gold", "gold_not_in_corpus", "no_gold_ids"]
     assert gold.passage_id[0] == "b" and gold.start_char[0] == text_of["b"].index("Lyon")
-    with pytest.raises(DataFormatError, match="record 0, field 'gold_ids'"):
+    with pytest.raises(DataFormatError, match="record 1, field 'gold_ids'"):
         mechanism.gold_passages([{"id": "x", "answers": ["a"]}], text_of)
 
 

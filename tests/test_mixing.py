@@ -65,7 +65,7 @@ def test_a_short_pool_shrinks_both_sets_alike(n_uncon, n_con, total, expected):
 
 
 def test_pools_must_hold_their_own_generator():
-    with pytest.raises(DataFormatError, match=r"con pool, record 0, field 'generator'"):
+    with pytest.raises(DataFormatError, match=r"con pool, record 1, field 'generator'"):
         M.build_sets(pool("uncon", 4), pool("uncon", 4), total=4, seed=0)
 
 
@@ -115,7 +115,7 @@ def test_hard_negative_is_never_the_positive_nor_answer_bearing(searcher, tmp_pa
 
 
 def test_unknown_passage_is_named(searcher):
-    with pytest.raises(DataFormatError, match=r"record 0, field 'passage_id'.*'nope'"):
+    with pytest.raises(DataFormatError, match=r"record 1, field 'passage_id'.*'nope'"):
         M.dpr_examples([gen("x", "q", "a", "nope")], searcher, BY_ID, progress=False)
 
 

@@ -2,6 +2,7 @@
 
 import itertools
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -24,32 +25,44 @@ PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
 SEEDS = PARAMS["dpr"]["seeds"]
 
 
-def _param(dotted: str):
-    node = PARAMS
+def _param(dotted: str, params: dict | None = None):
+    """A params.yaml value by DVC's reference syntax (``dpr.seeds``, ``dpr.seeds[0]``, ``data.test_sets``)."""
+    node = PARAMS if params is None else params
     for part in dotted.split("."):
-        node = node[part]
+        name, _, index = part.partition("[")
+        node = node[name]
+        if index:
+            node = node[int(index.rstrip("]"))]
     return node
 
 
-def _expanded_stages():
-    """(name, stage) with foreach / matrix stages expanded the way DVC does (``${item}``, ``${item.<key>}``, with
-    matrix axes such as ``${dpr.seeds}`` read from params.yaml); ``${profile}`` is left for the caller."""
+def _interpolate(text: str, params: dict | None = None) -> str:
+    return re.sub(r"\$\{([A-Za-z0-9_.\[\]]+)\}", lambda m: str(_param(m.group(1), params)), text)
+
+
+def _expanded_stages(params: dict | None = None):
+    """(name, stage) with foreach / matrix stages expanded and every ``${...}`` resolved from params.yaml (or
+    ``params``), the way DVC does it (``${item}``, ``${key}``, ``${item.<key>}``, matrix axes like ``${dpr.seeds}``)."""
+    _interp = lambda text: _interpolate(text, params)  # noqa: E731
     for name, stage in STAGES.items():
         if "foreach" in stage:
-            for item in stage["foreach"]:
-                text = yaml.safe_dump(stage["do"]).replace("${item}", item)
-                yield f"{name}@{item}", yaml.safe_load(text)
+            items = stage["foreach"]
+            items = _param(items[2:-1], params) if isinstance(items, str) else items
+            pairs = items.items() if isinstance(items, dict) else [(item, item) for item in items]
+            for key, item in pairs:
+                text = yaml.safe_dump(stage["do"]).replace("${item}", str(item)).replace("${key}", str(key))
+                yield f"{name}@{key}", yaml.safe_load(_interp(text))
         elif "matrix" in stage:
-            axes = {k: _param(v[2:-1]) if isinstance(v, str) and v.startswith("${") else v
+            axes = {k: _param(v[2:-1], params) if isinstance(v, str) and v.startswith("${") else v
                     for k, v in stage["matrix"].items()}
             body = {k: v for k, v in stage.items() if k != "matrix"}
             for combo in itertools.product(*axes.values()):
                 text = yaml.safe_dump(body)
                 for key, value in zip(axes, combo):
                     text = text.replace(f"${{item.{key}}}", str(value))
-                yield f"{name}@{'-'.join(map(str, combo))}", yaml.safe_load(text)
+                yield f"{name}@{'-'.join(map(str, combo))}", yaml.safe_load(_interp(text))
         else:
-            yield name, stage
+            yield name, yaml.safe_load(_interp(yaml.safe_dump(stage)))
 
 
 def _declared_paths(stage, key):
@@ -59,12 +72,28 @@ def _declared_paths(stage, key):
 
 def test_every_output_path_is_one_of_ecqg_paths():
     known = {str(v) for v in vars(paths).values() if isinstance(v, Path) and v != paths.OUTPUTS}
+    plots = str(paths.plot_data(PARAMS["profile"], "x").parent)
     for name, stage in _expanded_stages():
-        for out in _declared_paths(stage, "outs"):
+        for entry in stage.get("outs", []):
+            out = next(iter(entry)) if isinstance(entry, dict) else entry
+            if out.startswith(plots + "/"):   # plot data: committed like the metrics, never in the DVC cache
+                assert isinstance(entry, dict) and entry[out] == {"cache": False}, f"{name}: {out} must be cache: false"
+                continue
             assert any(out == k or out.startswith(k + "/") for k in known), f"{name}: {out} not in ecqg/paths.py"
         for metric in _declared_paths(stage, "metrics"):
             # one folder per profile, so another profile's run never overwrites these committed files
-            assert metric.startswith(f"{paths.RESULTS}/${{profile}}/"), f"{name}: metric {metric} outside results/"
+            assert metric.startswith(f"{paths.RESULTS}/{PARAMS['profile']}/"), f"{name}: metric {metric} outside results/"
+
+
+@pytest.mark.parametrize("profile", config.PROFILES)
+def test_every_input_file_params_names_is_a_dependency(profile):
+    """An input outside data/ (the paper profile's downloads/) must be a DVC dependency too: editing it must make
+    `dvc status` say what reruns."""
+    params = config.preset(profile, REPO / "params")
+    deps = {d for _, stage in _expanded_stages(params) for d in stage.get("deps", [])}
+    inputs = [params["data"][key.split(".", 1)[1]] for key in config.INPUT_KEYS]
+    inputs += list(params["data"]["test_sets"].values())
+    assert not set(inputs) - deps, f"{profile}: inputs that no stage depends on: {sorted(set(inputs) - deps)}"
 
 
 def test_metrics_are_committed_not_cached():
@@ -82,8 +111,7 @@ def test_stage_params_exist():
 
 def test_stage_commands_name_real_modules():
     for name, stage in _expanded_stages():
-        left = yaml.safe_dump(stage).replace("${dpr.seeds[0]}", "").replace("${profile}", "")
-        assert "${" not in left, f"{name}: unexpanded variable"
+        assert "${" not in yaml.safe_dump(stage), f"{name}: unexpanded variable"
         module = stage["cmd"].split()[2]
         assert (REPO / (module.replace(".", "/") + ".py")).is_file(), f"{name}: {module} not found"
         if module == "ecqg.notebook":
@@ -218,6 +246,32 @@ def test_smoke_dag_end_to_end(tmp_path):
     assert "Running stage" not in second.stdout, second.stdout
     status = _dvc(["status"], repo)
     assert "up to date" in status.stdout, status.stdout
+
+    # The headline metrics fit a screen; `dvc plots show` renders the declared plots.
+    shown = _dvc(["metrics", "show", "results/smoke/headline.json"], repo)
+    assert shown.returncode == 0 and "top5.mixed" in shown.stdout, shown.stdout + shown.stderr
+    assert max(len(line) for line in shown.stdout.splitlines()) <= 160, shown.stdout
+    plots = _dvc(["plots", "show", "-o", str(tmp_path / "plots")], repo)
+    assert plots.returncode == 0, plots.stdout + plots.stderr
+    assert "No plots were loaded" not in plots.stdout + plots.stderr
+    html = (tmp_path / "plots" / "index.html").read_text()
+    for name in ("training", "validation", "topk", "position_top5"):
+        assert name in html, name
+
+    # A notebook opened in Jupyter runs with notebooks/ as its working directory: it must still find params.yaml.
+    import papermill
+    papermill.execute_notebook(str(repo / "notebooks/04_mixing.ipynb"), str(tmp_path / "04_from_notebooks.ipynb"),
+                               kernel_name="python3", cwd=str(repo / "notebooks"), progress_bar=False)
+    assert "working directory set to the repository root" in (tmp_path / "04_from_notebooks.ipynb").read_text()
+
+    # A variant as a DVC experiment: only the stages the parameter reaches rerun.
+    git = ["git", "-c", "user.name=ecqg-test", "-c", "user.email=test@ecqg"]
+    subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "smoke run"], cwd=repo, check=True)
+    exp = _dvc(["exp", "run", "-S", "evaluation.mechanism.moved_sentence_passages=3"], repo)
+    assert exp.returncode == 0, exp.stdout[-3000:] + exp.stderr[-3000:]
+    assert "Running stage 'mechanism'" in exp.stdout and "Running stage 'prepare'" not in exp.stdout
+    assert json.loads((repo / "results/smoke/mechanism.json").read_text())["moved_sentence"]["counts"]["probed"] == 3
 
 
 def _checkpoints(repo: Path) -> list[Path]:

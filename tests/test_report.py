@@ -211,9 +211,9 @@ def test_render_mechanism(metrics):
     assert "| DPR (ours) | 4 | 3 | +0.500 ± 0.100 [+0.200, +0.800] | 75.0 |" in section
     assert "| Mixed-DPR (ours) - DPR (ours) | 4 | -0.200 [-0.400, +0.000], p 0.050 |" in section
     head = report.headline(metrics)
-    assert head["moved_sentence_gap.dpr_baseline"] == 0.5
-    assert "psi_top5.dpr_mixed" not in head          # the fixture has PSI at Top-1 only
-    assert head["nq_top1.bm25"] == 30.0 and head["nq_top5.dpr_mixed"] == 70.0
+    assert head == {"top5.bm25": 60.0, "top5.mixed": 70.0, "gap.dpr": 0.5}   # no PSI at Top-5 in the fixture
+    full = report.headline(metrics, full=True)
+    assert full["top1.bm25"] == 30.0 and full["top1.mixed-bm25"] == 20.0 and full["gap.dpr"] == 0.5
 
 
 def test_compare_two_profiles(metrics, capsys):
@@ -224,7 +224,7 @@ def test_compare_two_profiles(metrics, capsys):
     (other / "table3.json").write_text(json.dumps(table3))
     assert report.main(["--compare", str(metrics), str(other)]) == 0
     out = capsys.readouterr().out
-    assert "| `nq_top1.bm25` | 30.000 | 35.500 | +5.500 |" in out
+    assert "| `top1.bm25` | 30.000 | 35.500 | +5.500 |" in out
     assert report.main(["--compare", str(metrics), str(metrics.parent / "absent")]) == 2
 
 

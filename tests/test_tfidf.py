@@ -71,7 +71,7 @@ def test_drqa_idf_and_sklearn_idf():
 
 
 def test_bad_input_is_named(tmp_path):
-    with pytest.raises(DataFormatError, match=r"record 1, field 'title'"):
+    with pytest.raises(DataFormatError, match=r"record 2, field 'title'"):
         TfidfIndex.build([PASSAGES[0], {"id": "x", "text": "y"}], progress=False)
     (tmp_path / "idx").mkdir()
     (tmp_path / "idx" / "params.json").write_text('{"format_version": 99}')

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Iterator
 
 from ecqg.data.records import require, require_nonempty_str, require_str_list
 from ecqg.errors import DataFormatError
-from ecqg.io import atomic_path, open_text, read_json, read_jsonl, read_tsv_rows
+from ecqg.io import atomic_path, read_json, read_jsonl, read_lines, read_tsv_rows
 
 CTX_LISTS = ("positive_ctxs", "negative_ctxs", "hard_negative_ctxs")
 
@@ -44,7 +44,7 @@ def _validate_ctx(ctx: Any, path: str | Path, where: str) -> dict[str, Any]:
 
 
 def validate_dpr_example(rec: Any, path: str | Path, index: int) -> dict[str, Any]:
-    where = f"record {index}"
+    where = f"record {index + 1}"
     if not isinstance(rec, dict):
         raise DataFormatError(path, where, None, f"expected an object, got {type(rec).__name__}")
     out = dict(rec)
@@ -133,10 +133,9 @@ def read_topics_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
 
 def read_qas(path: str | Path) -> Iterator[dict[str, Any]]:
     """Dispatch on the first non-blank character: ``{`` -> JSONL topics, anything else -> qas TSV."""
-    with open_text(path) as handle:
-        first = ""
-        for line in handle:
-            if line.strip():
-                first = line.lstrip()[:1]
-                break
+    first = ""
+    for _, line in read_lines(path):
+        if line.strip():
+            first = line.lstrip()[:1]
+            break
     return read_topics_jsonl(path) if first == "{" else read_qas_tsv(path)

@@ -8,13 +8,12 @@ no answers, and (in the official dev file) ``plausible_answers``; an answerable 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Iterator
 
 from ecqg.data.records import require, require_nonempty_str
 from ecqg.errors import DataFormatError
-from ecqg.io import open_text
+from ecqg.io import read_json
 
 
 def _answers(qa: dict, name: str, context: str, path: str | Path, where: str) -> list[dict[str, Any]]:
@@ -38,11 +37,7 @@ def read_squad(path: str | Path) -> Iterator[dict[str, Any]]:
     Each item: ``{"article": i, "paragraph": j, "title", "context", "qas": [{"id", "question", "answers",
     "is_impossible", "plausible_answers"}]}`` with answers as ``{"text", "answer_start"}``.
     """
-    with open_text(path) as handle:
-        try:
-            doc = json.load(handle)
-        except json.JSONDecodeError as exc:
-            raise DataFormatError(path, f"line {exc.lineno}", None, f"not valid JSON ({exc.msg})") from None
+    doc = read_json(path, dict, "a SQuAD json object")
     articles = require(doc, "data", list, path, "top level")
     for i, art in enumerate(articles):
         a_where = f"data[{i}]"

@@ -23,6 +23,7 @@ from typing import Iterable, Iterator, Mapping
 from tqdm.auto import tqdm
 
 import ecqg  # noqa: F401  (sets OPENAI_API_KEY before pyserini is imported)
+from ecqg.doctor import require_java
 from ecqg.errors import DataFormatError
 from ecqg.io import atomic_path, write_json
 
@@ -72,6 +73,7 @@ def write_json_collection(passages: Iterable[Mapping], out_dir: str | Path, shar
 def _run_anserini_indexer(collection_dir: Path, index_dir: Path, threads: int, optimize: bool,
                           store_raw: bool) -> None:
     """Run Anserini's IndexCollection in this process's JVM (saves a JVM start; errors surface as JavaException)."""
+    require_java()
     from pyserini.pyclass import autoclass
 
     args = ["-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
@@ -86,6 +88,7 @@ def _run_anserini_indexer(collection_dir: Path, index_dir: Path, threads: int, o
 
 def index_doc_count(index_dir: str | Path) -> int:
     """Number of documents Lucene holds in ``index_dir``."""
+    require_java()
     from pyserini.index.lucene import IndexReader
 
     return int(IndexReader(str(index_dir)).stats()["documents"])
@@ -133,6 +136,7 @@ class BM25Searcher:
     """A pyserini LuceneSearcher with the paper's BM25 (k1=0.9, b=0.4) and a run-returning batch search."""
 
     def __init__(self, index_dir: str | Path, k1: float = DEFAULT_K1, b: float = DEFAULT_B):
+        require_java()
         from pyserini.search.lucene import LuceneSearcher
 
         self.index_dir = Path(index_dir)

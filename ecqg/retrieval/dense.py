@@ -34,6 +34,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ecqg.io import atomic_path, write_json
+from ecqg.retrieval.index_kinds import INDEX_KINDS
 from ecqg.models import inference
 
 log = logging.getLogger(__name__)
@@ -43,11 +44,6 @@ Run = dict[str, list[tuple[str, float]]]  # as ecqg.evaluation.Run (not imported
 EMBEDDINGS_FILE, IDS_FILE, META_FILE = "embeddings.npy", "ids.json", "meta.json"
 INDEX_FILE, INDEX_META_FILE = "index.faiss", "index.json"
 DTYPES = ("float32", "float16")
-INDEX_KINDS = {
-    "flat": {},
-    "hnsw": {"M": 32, "efSearch": 128, "efConstruction": 200},
-    "ivfpq": {"nlist": 1024, "m": 64, "nbits": 8, "nprobe": 32, "train_size": None},
-}
 _SHARD_DIR = re.compile(r"^shard-(\d{5})-of-(\d{5})$")
 _GPU_RESOURCES: list[Any] = []  # keep StandardGpuResources alive as long as the indexes that use them
 

@@ -19,7 +19,8 @@ from ecqg import paths
 from ecqg.data.dpr import read_dpr_retriever_json
 from ecqg.io import copy_directory, empty_directory, read_jsonl
 from ecqg.retrieval.biencoder import BiEncoder
-from ecqg.retrieval.train import TrainConfig, data_fingerprint, latest_checkpoint, split_records, train_biencoder
+from ecqg.retrieval.train import (TrainConfig, data_fingerprint, latest_checkpoint, split_records, train_biencoder,
+                                  without_timings)
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +145,7 @@ def train_variant(variant: str, params: Mapping, seed: int, progress: bool = Tru
         pretrain = _train_phase(model, synthetic, settings["heldout"], train_config(params, "pretrain", seed),
                                 pre_dir, seed, progress)
         copy_directory(pre_dir / "model", paths.model_dir(variant + PRETRAINED_SUFFIX, seed),
-                       [pre_dir / "history.jsonl"])
+                       {"history.jsonl": without_timings(pretrain["history"])})
         model = BiEncoder.load(pre_dir / "model")
     records = [r for part in gold_records(params).values() for r in part]
     heldout = params["dpr"]["finetune"]["heldout"]
@@ -152,9 +153,28 @@ def train_variant(variant: str, params: Mapping, seed: int, progress: bool = Tru
     parts = [dpr, seed, n_train, len(records) - n_train] + ([] if pretrain is None else [pretrain["run_dir"]])
     run_dir = paths.checkpoint_dir(variant, seed) / fingerprint(*parts)
     result = _train_phase(model, records, heldout, train_config(params, seed=seed), run_dir, seed, progress)
-    copy_directory(run_dir / "model", paths.model_dir(variant, seed), [run_dir / "history.jsonl"])
+    copy_directory(run_dir / "model", paths.model_dir(variant, seed),
+                   {"history.jsonl": without_timings(result["history"])})
     empty_directory(paths.checkpoint_dir(variant, seed))
     return {**result, "pretrain": pretrain}
+
+
+def write_training_plots(params: Mapping, result: Mapping, variant: str, seed: int) -> list:
+    """Loss and validation curves of a training run (and of its pre-training) as DVC plot data:
+    ``results/<profile>/plots/{training,validation}/dpr_<variant>[_pre]_s<seed>.csv`` (``dvc plots show``)."""
+    from ecqg.io import write_csv
+
+    runs = {paths.dense_run_name(variant, seed): result["history"]}
+    if result.get("pretrain") is not None:
+        runs[paths.dense_run_name(variant + PRETRAINED_SUFFIX, seed)] = result["pretrain"]["history"]
+    written = []
+    for name, history in runs.items():
+        written.append(write_csv(paths.plot_data(params["profile"], f"training/{name}.csv"), history,
+                                 ["step", "loss"]))
+        written.append(write_csv(paths.plot_data(params["profile"], f"validation/{name}.csv"),
+                                 [h for h in history if "val_top1" in h],
+                                 ["step", "val_top1", "val_top5", "val_top20", "val_avg_rank"]))
+    return written
 
 
 def retrieve_all(variant: str, params: Mapping, seed: int | None = None, progress: bool = True) -> dict:

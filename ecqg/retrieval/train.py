@@ -69,6 +69,15 @@ from ecqg.retrieval.biencoder import BiEncoder
 
 log = logging.getLogger(__name__)
 
+TIMING_KEYS = ("examples_per_s", "step_seconds")  # history fields that vary from run to run
+
+
+def without_timings(history: Sequence[dict]) -> list[dict]:
+    """The history as saved with a model (a DVC-tracked output): the same steps, losses and validation figures, but
+    no wall-clock fields, so retraining to identical weights leaves the output identical and reruns nothing
+    downstream. The timings stay in the run directory's history and the stage metrics."""
+    return [{k: v for k, v in entry.items() if k not in TIMING_KEYS} for entry in history]
+
 CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 STATE_FILE = "state.json"
 # Config fields that do not change the training trajectory, so they may differ when resuming.
@@ -153,7 +162,7 @@ def split_records(records: Sequence[dict], held_out: float | int, seed: int) -> 
 
 def _describe(record: Any, index: int) -> str:
     question = record.get("question") if isinstance(record, dict) else None
-    return f"record {index}" + (f" (question {str(question)[:80]!r})" if question else "")
+    return f"record {index + 1}" + (f" (question {str(question)[:80]!r})" if question else "")
 
 
 def check_records(records: Sequence[dict], source: str) -> None:

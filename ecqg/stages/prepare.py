@@ -103,7 +103,7 @@ def _counted(items: Iterable[dict], counter: Counter, key: str) -> Iterator[dict
 
 
 def main() -> int:
-    params = config.load()
+    params = config.check_inputs(config.load())
     data, seed = params["data"], params["seed"]
     with timed_stage("prepare", params) as figures:
         test_sets = {}

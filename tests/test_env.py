@@ -1,0 +1,34 @@
+"""The environment the pipeline needs: the repository root for notebooks opened in Jupyter, and a clear error when
+Java is missing."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ecqg import env
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_a_jupyter_kernel_below_the_root_moves_to_the_root(tmp_path, monkeypatch):
+    root = tmp_path / "checkout"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "dvc.yaml").write_text("stages: {}\n")
+    (root / "params.yaml").write_text("profile: mini\n")
+    monkeypatch.chdir(root / "notebooks")
+    monkeypatch.delitem(sys.modules, "ipykernel", raising=False)
+    assert env.move_to_repository_root() is None and Path.cwd() == root / "notebooks"   # not a kernel: no change
+    monkeypatch.setitem(sys.modules, "ipykernel", object())
+    assert env.move_to_repository_root() == root and Path.cwd() == root
+    assert env.move_to_repository_root() is None                                          # already there
+    monkeypatch.chdir(tmp_path)
+    assert env.move_to_repository_root() is None and Path.cwd() == tmp_path              # outside any checkout
+
+
+def test_missing_java_is_said_plainly_before_pyserini_fails():
+    """Without Java, importing the answer matcher (pyserini) names what to install, not 'Unable to find javac'."""
+    run = subprocess.run([sys.executable, "-c", "import ecqg.text"], capture_output=True, text=True,
+                         env={"PATH": "/nonexistent", "HOME": os.environ.get("HOME", "/tmp")}, cwd=REPO)
+    assert run.returncode != 0
+    assert "java not found: pyserini 0.25" in run.stderr and "JavaException" not in run.stderr, run.stderr[-800:]
