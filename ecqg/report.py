@@ -287,10 +287,15 @@ def render_generic(metrics: Mapping, title: str) -> str:
 
 
 # ====================================================================================================== wall times
-def render_wall_times(metrics_dir: Path) -> str:
-    """Every stage's wall time (``stage_<name>.json``), in pipeline order, and the total."""
-    times = {}
+def render_wall_times(metrics_dir: Path, declared: set[str] | None = None) -> str:
+    """Every stage's wall time (``stage_<name>.json``), in pipeline order, and the total. ``declared``: the metrics
+    files the current pipeline declares (``ecqg.dvc_stages.metric_files``); stage files outside it are left from an
+    earlier run of the profile (more seeds, a renamed stage) and are left out, and counted."""
+    times, stale = {}, []
     for path in sorted(metrics_dir.glob("stage_*.json")):
+        if declared is not None and path.as_posix() not in declared and str(path) not in declared:
+            stale.append(path.name)
+            continue
         node = read_json(path, dict, "a JSON object")
         if "wall_time_s" not in node:
             raise ValueError(f"{path}: no 'wall_time_s' (every stage logs its wall time)")
@@ -300,7 +305,9 @@ def render_wall_times(metrics_dir: Path) -> str:
     rows = [[f"`{s}`", f"{times[s]:,.1f}", f"{times[s] / 60:.1f}"] for s in sorted(times, key=_stage_position)]
     total = sum(times.values())
     rows.append(["**total**", f"**{total:,.1f}**", f"**{total / 60:.1f}**"])
-    return ("#### Stage wall times\n\nLast run of each stage, from `stage_<name>.json`.\n\n"
+    note = (f" {len(stale)} stage file(s) of earlier runs that the current pipeline no longer declares are left "
+            f"out ({', '.join(stale[:4])}{', ...' if len(stale) > 4 else ''}).") if stale else ""
+    return (f"#### Stage wall times\n\nLast run of each stage, from `stage_<name>.json`.{note}\n\n"
             + _table(["stage", "seconds", "minutes"], rows))
 
 
@@ -534,8 +541,9 @@ def render_comparison(a: str | Path, b: str | Path) -> str:
 
 
 # ========================================================================================================== public
-def render_results(metrics_dir: str | Path) -> str:
-    """One profile's results section (markdown) from the metrics files present in ``metrics_dir``."""
+def render_results(metrics_dir: str | Path, declared: set[str] | None = None) -> str:
+    """One profile's results section (markdown) from the metrics files present in ``metrics_dir`` (``declared``:
+    see :func:`render_wall_times`)."""
     metrics_dir = Path(metrics_dir)
     if not metrics_dir.is_dir():
         raise FileNotFoundError(f"{metrics_dir}: no metrics directory (run `dvc repro` first)")
@@ -560,7 +568,7 @@ def render_results(metrics_dir: str | Path) -> str:
         metrics = _load(metrics_dir, f"{name}.json")
         parts.append(render_generic(metrics, title) if metrics is not None
                      else f"#### {title}\n\n" + _missing(metrics_dir, f"{name}.json", name))
-    parts.append(render_wall_times(metrics_dir))
+    parts.append(render_wall_times(metrics_dir, declared))
     return "\n".join(p.rstrip("\n") + "\n" for p in parts)
 
 
@@ -586,14 +594,15 @@ def _sections(text: str, readme: Path) -> dict[str, tuple[int, int]]:
     return spans
 
 
-def updated_readme(readme: str | Path, metrics_dir: str | Path, profile: str | None = None) -> tuple[str, str]:
+def updated_readme(readme: str | Path, metrics_dir: str | Path, profile: str | None = None,
+                   declared: set[str] | None = None) -> tuple[str, str]:
     """(current text, text with the profile's results section regenerated). A profile without a section gets one
     after the last existing section; a README without any section is an error (where would it go?)."""
     readme, metrics_dir = Path(readme), Path(metrics_dir)
     profile = profile or metrics_dir.name
     text = readme.read_text(encoding="utf-8")
     spans = _sections(text, readme)
-    body = f"\n{render_results(metrics_dir)}"
+    body = f"\n{render_results(metrics_dir, declared)}"
     if profile in spans:
         start, end = spans[profile]
         return text, text[:start] + body + text[end:]
@@ -607,9 +616,10 @@ def updated_readme(readme: str | Path, metrics_dir: str | Path, profile: str | N
     return text, f"{text[:after]}\n\n{start}{body}{end}{text[after:]}"
 
 
-def update_readme(readme: str | Path, metrics_dir: str | Path, profile: str | None = None) -> bool:
+def update_readme(readme: str | Path, metrics_dir: str | Path, profile: str | None = None,
+                  declared: set[str] | None = None) -> bool:
     """Regenerate the profile's section between its markers (atomic write); True when the file changed."""
-    old, new = updated_readme(readme, metrics_dir, profile)
+    old, new = updated_readme(readme, metrics_dir, profile, declared)
     if new != old:
         write_text(readme, new)
     return new != old
@@ -625,6 +635,16 @@ def _current_profile() -> str:
     from ecqg import config
 
     return config.load()["profile"]
+
+
+def _declared(metrics_dir: Path) -> set[str] | None:
+    """The metrics files the pipeline declares, when ``metrics_dir`` is the current profile's (else None: another
+    profile's section is rendered from what its folder holds)."""
+    from ecqg import dvc_stages
+
+    if not Path("dvc.yaml").is_file() or not Path("params.yaml").is_file():
+        return None
+    return dvc_stages.metric_files() if paths.metrics_dir(_current_profile()) == metrics_dir else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -648,18 +668,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         metrics_dir = Path(args.metrics_dir) if args.metrics_dir else \
             paths.metrics_dir(args.profile or _current_profile())
+        declared = _declared(metrics_dir)
         if args.print:
-            sys.stdout.write(render_results(metrics_dir))
+            sys.stdout.write(render_results(metrics_dir, declared))
             return 0
         if args.check:
-            old, new = updated_readme(args.readme, metrics_dir, args.profile)
+            old, new = updated_readme(args.readme, metrics_dir, args.profile, declared)
             if old != new:
                 print(f"{args.readme}: the results section of {metrics_dir} is stale; run `python -m ecqg.report`",
                       file=sys.stderr)
                 return 1
             print(f"{args.readme}: the results section of {metrics_dir} is up to date")
             return 0
-        changed = update_readme(args.readme, metrics_dir, args.profile)
+        changed = update_readme(args.readme, metrics_dir, args.profile, declared)
         write_headline(metrics_dir)
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,8 +1,6 @@
 """The DVC pipeline: dvc.yaml agrees with ecqg/paths.py and params, and the smoke profile's DAG runs end to end."""
 
-import itertools
 import json
-import re
 import os
 import shutil
 import subprocess
@@ -13,7 +11,7 @@ import nbformat
 import pytest
 import yaml
 
-from ecqg import config, paths
+from ecqg import config, dvc_stages, paths
 from ecqg.config import RULES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,52 +20,14 @@ STAGES = DVC_YAML["stages"]
 
 
 PARAMS = yaml.safe_load((REPO / "params.yaml").read_text())
-SEEDS = PARAMS["dpr"]["seeds"]
-
-
-def _param(dotted: str, params: dict | None = None):
-    """A params.yaml value by DVC's reference syntax (``dpr.seeds``, ``dpr.seeds[0]``, ``data.test_sets``)."""
-    node = PARAMS if params is None else params
-    for part in dotted.split("."):
-        name, _, index = part.partition("[")
-        node = node[name]
-        if index:
-            node = node[int(index.rstrip("]"))]
-    return node
-
-
-def _interpolate(text: str, params: dict | None = None) -> str:
-    return re.sub(r"\$\{([A-Za-z0-9_.\[\]]+)\}", lambda m: str(_param(m.group(1), params)), text)
 
 
 def _expanded_stages(params: dict | None = None):
-    """(name, stage) with foreach / matrix stages expanded and every ``${...}`` resolved from params.yaml (or
-    ``params``), the way DVC does it (``${item}``, ``${key}``, ``${item.<key>}``, matrix axes like ``${dpr.seeds}``)."""
-    _interp = lambda text: _interpolate(text, params)  # noqa: E731
-    for name, stage in STAGES.items():
-        if "foreach" in stage:
-            items = stage["foreach"]
-            items = _param(items[2:-1], params) if isinstance(items, str) else items
-            pairs = items.items() if isinstance(items, dict) else [(item, item) for item in items]
-            for key, item in pairs:
-                text = yaml.safe_dump(stage["do"]).replace("${item}", str(item)).replace("${key}", str(key))
-                yield f"{name}@{key}", yaml.safe_load(_interp(text))
-        elif "matrix" in stage:
-            axes = {k: _param(v[2:-1], params) if isinstance(v, str) and v.startswith("${") else v
-                    for k, v in stage["matrix"].items()}
-            body = {k: v for k, v in stage.items() if k != "matrix"}
-            for combo in itertools.product(*axes.values()):
-                text = yaml.safe_dump(body)
-                for key, value in zip(axes, combo):
-                    text = text.replace(f"${{item.{key}}}", str(value))
-                yield f"{name}@{'-'.join(map(str, combo))}", yaml.safe_load(_interp(text))
-        else:
-            yield name, yaml.safe_load(_interp(yaml.safe_dump(stage)))
+    """(name, stage) as DVC expands them, from params.yaml (or ``params``)."""
+    return dvc_stages.expanded_stages(DVC_YAML, PARAMS if params is None else params)
 
 
-def _declared_paths(stage, key):
-    for entry in stage.get(key, []):
-        yield next(iter(entry)) if isinstance(entry, dict) else entry
+_declared_paths = dvc_stages.declared_paths
 
 
 def test_every_output_path_is_one_of_ecqg_paths():

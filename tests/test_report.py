@@ -237,3 +237,24 @@ def test_bad_metrics_files(tmp_path):
     (tmp_path / "stage_x.json").write_text("{not json")
     with pytest.raises(ValueError, match="stage_x.json"):
         report.render_results(tmp_path)
+
+
+def test_wall_times_list_only_the_stages_the_current_pipeline_declares(metrics):
+    """A stage file left by an earlier run (a seed no longer trained) is not added to this run's total."""
+    declared = {(metrics / "stage_prepare.json").as_posix(), (metrics / "stage_results.json").as_posix()}
+    text = report.render_results(metrics, declared)
+    assert "`zzz_new`" not in text and "| **total** | **31.5** | **0.5** |" in text
+    assert "1 stage file(s) of earlier runs that the current pipeline no longer declares are left out" in text
+
+
+def test_declared_metric_files_follow_params(tmp_path):
+    from ecqg import config, dvc_stages
+
+    repo = report.Path(__file__).resolve().parents[1]
+    params = config.preset("mini", repo / "params")
+    files = dvc_stages.metric_files(repo / "dvc.yaml", params)
+    assert "results/mini/stage_05_dpr_training.baseline-2024.json" in files
+    params["dpr"]["seeds"] = [2022]
+    files = dvc_stages.metric_files(repo / "dvc.yaml", params)
+    assert "results/mini/stage_05_dpr_training.baseline-2024.json" not in files
+    assert "results/mini/stage_retrieve_dense_uncon_pre-2022.json" in files
