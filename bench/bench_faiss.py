@@ -18,7 +18,7 @@ import faiss
 import numpy as np
 import torch
 
-from ecqg.retrieval import dense
+from ecqg.retrieval import faiss_index
 
 CONFIGS = {
     "flat": {},
@@ -62,10 +62,10 @@ def main() -> None:
     runs = {}
     for kind, params in CONFIGS.items():
         start = time.perf_counter()
-        index = dense.build_index(corpus, kind=kind, seed=0, progress=False, **params)
+        index = faiss_index.build_index(corpus, kind=kind, seed=0, progress=False, **params)
         build = time.perf_counter() - start
         start = time.perf_counter()
-        runs[kind] = dense.search(index, ids, queries, k=args.k, batch_size=1024, progress=False)
+        runs[kind] = faiss_index.search(index, ids, queries, k=args.k, batch_size=1024, progress=False)
         seconds = time.perf_counter() - start
         recall = ("" if kind == "flat"
                   else f"  recall@{args.k} vs flat {recall_at(runs[kind], runs['flat'], args.k):.4f}")

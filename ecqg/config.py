@@ -3,6 +3,8 @@
 ``params/mini.yaml`` is the complete base; ``params/<profile>.yaml`` lists only what a profile changes.
 ``python -m ecqg.config use smoke`` (``make profile P=smoke``) writes ``params.yaml`` = base + overlay, keeping the
 base file's comments, so DVC sees exactly which values changed and reruns only what depends on them.
+
+Size: one module, because its bulk is one table (``RULES``, a line per parameter): the params schema in one place.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import yaml
 
 from ecqg.errors import ConfigError
 from ecqg.hf_training import MIXED_PRECISION
+from ecqg.retrieval.choices import INDEX_KINDS, RETRIEVERS
 
 PARAMS_FILE = Path("params.yaml")
 PRESETS_DIR = Path("params")
@@ -92,6 +95,7 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "retrieval.depth": ((int,), _positive, "an integer > 0"),
     "distant.depth": ((int,), _positive, "an integer > 0"),
     "distant.hard_negatives": ((int,), _nonneg, "an integer >= 0"),
+    "dpr.model": ((str,), lambda v: v in RETRIEVERS, f"a retriever kind, one of {sorted(RETRIEVERS)}"),
     "dpr.base_model": ((str,), bool, "a model reference (bundled:minilm, a directory or a hub id)"),
     "dpr.shared_encoders": ((bool,), None, "true or false"),
     "dpr.pooling": ((str,), lambda v: v in ("cls", "mean"), "cls or mean"),
@@ -188,8 +192,6 @@ def _heldout_leaves_training_data(flat: dict) -> str | None:
 
 
 def _index_params_fit_kind(flat: dict) -> str | None:
-    from ecqg.retrieval.index_kinds import INDEX_KINDS
-
     kind, given = flat["dpr.index.kind"], flat["dpr.index.params"]
     unknown = sorted(set(given) - set(INDEX_KINDS[kind]))
     if unknown:
@@ -274,11 +276,12 @@ def _yaml_number(text: str) -> str:
     return f"{mantissa}e{exponent}" if exponent else mantissa
 
 
-def check_inputs(params: dict, source: str = "params") -> dict:
+def check_inputs(params: dict, source: str = "params", keys: tuple[str, ...] = INPUT_KEYS) -> dict:
     """Raise ConfigError naming the dotted key of an input file that does not exist (``data.corpus``,
-    ``data.test_sets.<name>``, ...): before a run, not minutes into it as a bare FileNotFoundError."""
+    ``data.test_sets.<name>``, ...): before a run, not minutes into it as a bare FileNotFoundError. ``keys``: the
+    inputs to check besides the test sets (a stage checks those it reads)."""
     flat = _flatten(params)
-    named = [(key, flat[key]) for key in INPUT_KEYS]
+    named = [(key, flat[key]) for key in keys]
     named += [(f"data.test_sets.{name}", path) for name, path in flat["data.test_sets"].items()]
     for key, path in named:
         if not Path(path).exists():

@@ -201,7 +201,8 @@ def _checked_probes(probes: Sequence[Mapping], passage_ids: set[str]) -> list[Ma
 
 def probe_scores(models: Mapping[str, object], probes: Sequence[Mapping], passages: Sequence[Mapping],
                  batch_size: int = 32, progress: bool = False) -> pd.DataFrame:
-    """Each probe question scored by each bi-encoder against its own passage (dot product, DPR's similarity).
+    """Each probe question scored by each retriever against its own passage with its retrieval score (the dot
+    product for DPR; the best of its vectors for a multi-vector retriever).
 
     ``probes``: records with ``passage_id``, ``role`` ("highest" | "lowest"), ``question`` (``entity`` and ``id``
     kept when present); ``passages``: ``{id, title, text}``. Only the passages the probes name are encoded.
@@ -220,7 +221,7 @@ def probe_scores(models: Mapping[str, object], probes: Sequence[Mapping], passag
     for key, model in models.items():
         q = encode_queries(model, questions, batch_size, progress=progress)
         _, v = encode_passages(model, [by_id[pid] for pid in needed], batch_size, progress=progress)
-        scores = (q * v[which]).sum(axis=1) if len(probes) else np.zeros(0)
+        scores = model.pair_scores(q, v[which]) if len(probes) else np.zeros(0)
         for p, score in zip(probes, scores):
             rows.append({"encoder": key, "passage_id": str(p["passage_id"]), "role": p["role"],
                          "entity": p.get("entity"), "question_id": p.get("id"), "question": p["question"],

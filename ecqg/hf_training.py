@@ -11,28 +11,25 @@ so a directory without it is incomplete and is removed), and a few throughput fi
 from __future__ import annotations
 
 import logging
-import re
 import shutil
 import time
 from pathlib import Path
 from typing import Any, Mapping
+
+from ecqg.io import CHECKPOINT_DIR, checkpoint_step
 
 log = logging.getLogger(__name__)
 
 SETTINGS = ("lr", "epochs", "batch_size", "warmup_ratio", "weight_decay", "max_steps", "checkpoint_every",
             "mixed_precision")
 MIXED_PRECISION = ("no", "bf16", "fp16", "auto")
-_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
 
 def complete_checkpoints(output_dir: str | Path) -> list[Path]:
     """``checkpoint-N`` directories holding ``trainer_state.json`` (written last by Trainer), oldest first."""
-    directory = Path(output_dir)
-    if not directory.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in directory.iterdir()
-             if p.is_dir() and (m := _CHECKPOINT.match(p.name)) and (p / "trainer_state.json").is_file()]
-    return [p for _, p in sorted(found)]
+    from ecqg.io import complete_checkpoints as complete
+
+    return complete(output_dir, "trainer_state.json")
 
 
 def remove_incomplete_checkpoints(output_dir: str | Path) -> list[Path]:
@@ -41,7 +38,7 @@ def remove_incomplete_checkpoints(output_dir: str | Path) -> list[Path]:
     if not directory.is_dir():
         return []
     removed = [p for p in directory.iterdir()
-               if p.is_dir() and _CHECKPOINT.match(p.name) and not (p / "trainer_state.json").is_file()]
+               if p.is_dir() and CHECKPOINT_DIR.match(p.name) and not (p / "trainer_state.json").is_file()]
     for path in removed:
         log.warning("removing incomplete checkpoint %s (its run was interrupted while saving)", path)
         shutil.rmtree(path)
@@ -171,7 +168,7 @@ def train_with_checkpoints(model, train_dataset, output_dir: str | Path, setting
     fresh_accelerator_state(precision)
     trainer = Trainer(model=model, args=args, train_dataset=train_dataset, data_collator=data_collator,
                       callbacks=[_step_logger()])
-    start_step = 0 if resume is None else int(_CHECKPOINT.match(resume.name).group(1))
+    start_step = 0 if resume is None else checkpoint_step(resume)
     start = time.perf_counter()
     trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
     seconds = time.perf_counter() - start

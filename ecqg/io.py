@@ -12,6 +12,7 @@ import gzip
 import io
 import json
 import os
+import re
 import shutil
 import tempfile
 import zlib
@@ -57,6 +58,25 @@ def copy_directory(source: str | Path, target: str | Path,
         for name, records in (extra_jsonl or {}).items():
             write_jsonl(tmp / name, records)
     return target
+
+
+CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
+
+
+def complete_checkpoints(directory: str | Path, marker: str) -> list[Path]:
+    """``checkpoint-<step>`` directories holding ``marker`` (the file a trainer writes last), by step. A save killed
+    midway has no marker (or is still a hidden temporary) and never counts."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in directory.iterdir()
+             if p.is_dir() and (m := CHECKPOINT_DIR.match(p.name)) and (p / marker).is_file()]
+    return [p for _, p in sorted(found)]
+
+
+def checkpoint_step(path: str | Path) -> int:
+    """The step a ``checkpoint-<step>`` directory was saved at."""
+    return int(CHECKPOINT_DIR.match(Path(path).name).group(1))
 
 
 def remove_directory(path: str | Path) -> None:

@@ -339,8 +339,8 @@ def summarise_gaps(gaps: Mapping[str, np.ndarray], pairs: Sequence[tuple[str, st
 
 def moved_sentence_scores(model, pairs: Sequence[Mapping], batch_size: int = 64, autocast: str | None = None,
                           progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """(front, end) scores of each pair's question against its two passage versions, with the model's own
-    similarity (``BiEncoder``: dot product of [CLS] vectors), encoded as at retrieval time."""
+    """(front, end) scores of each pair's question against its two passage versions with the retriever's own
+    retrieval score (DPR: dot product of [CLS] vectors), encoded as at retrieval time."""
     from ecqg.retrieval.dense import encode_passages, encode_queries
 
     if not pairs:
@@ -350,4 +350,4 @@ def moved_sentence_scores(model, pairs: Sequence[Mapping], batch_size: int = 64,
                 for side in ("front", "end") for p in pairs]
     _, v = encode_passages(model, versions, batch_size, progress=progress, autocast=autocast)
     n = len(pairs)
-    return (q * v[:n]).sum(axis=1), (q * v[n:]).sum(axis=1)
+    return model.pair_scores(q, v[:n]), model.pair_scores(q, v[n:])

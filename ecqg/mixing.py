@@ -1,4 +1,4 @@
-"""Mixing the filtered synthetic questions into DPR pre-training sets (DESIGN.md §1 step 4).
+"""Mixing the filtered synthetic questions into DPR pre-training sets (docs/design.md, "Method", step 4).
 
 * :func:`dedupe` drops repeated questions (by :func:`ecqg.data.records.question_key`) and any question that equals a
   test question of any test set (never pre-train on a test question), counting each reason.
@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ecqg.data.records import question_key, read_test_questions
 from ecqg.errors import DataFormatError
-from ecqg.filtering import _passage, check_generated
+from ecqg.filtering import check_generated, passage_of
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ def dpr_examples(records: Sequence[Mapping], searcher, passages: Mapping[str, Ma
     records = check_generated(records, where)
     triples = []
     for i, rec in enumerate(records):
-        passage = _passage(passages, rec["passage_id"], where, i)
+        passage = passage_of(passages, rec["passage_id"], where, i)
         triples.append({"id": rec["id"], "question": rec["question"], "answer": rec["answer"],
                         "passage_id": rec["passage_id"], "source": f"ecqg_{rec['generator']}",
                         "title": passage.get("title") or "", "text": passage["text"]})
@@ -199,7 +199,7 @@ def mixing_statistics(uncon: Sequence[Mapping], con: Sequence[Mapping], passages
     uncon, con = check_generated(uncon, f"{where} (uncon)"), check_generated(con, f"{where} (con)")
 
     def positions(records, field, label):
-        return [relative_position(_passage(passages, r["passage_id"], label, i)["text"], r[field])
+        return [relative_position(passage_of(passages, r["passage_id"], label, i)["text"], r[field])
                 for i, r in enumerate(records)]
 
     con_pos = positions(con, "entity", f"{where} (con)")

@@ -91,6 +91,9 @@ def dense_index_dir(variant: str, seed: int | None = None) -> Path:
     return DENSE_INDEXES / (variant if seed is None else f"{variant}_s{seed}")
 
 
+GENERATORS = ("uncon", "con")               # the two question generators: unconditioned, entity-conditioned
+
+
 def generator_dir(generator: str) -> Path:
     return QG_MODELS / generator
 

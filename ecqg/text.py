@@ -85,7 +85,7 @@ class TokenizedPassages:
 
 
 # ================================================================================================ spaCy analysis
-# Entities and sentences for the attention study (DESIGN.md §1 step 1) and entity-conditioned QG (step 2).
+# Entities and sentences for the attention study (docs/design.md, "Method", step 1) and entity-conditioned QG (step 2).
 ENTITY_TYPES = ("PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW", "LANGUAGE")
 # Not needed for NER or the parser's sentence boundaries (en_core_web_sm: ner has its own tok2vec, the parser listens
 # to the shared tok2vec; neither reads tags or lemmas). Measured on 300 corpus passages: 48 -> 63 docs/s, identical

@@ -4,7 +4,7 @@ Why static: the smoke run (test_pipeline.py) proves the DAG runs; it cannot affo
 DVC decides what to rerun from each stage's params and the deps -> outs edges of ``Repo.index.graph``, so asking that
 graph which stages sit downstream of a parameter is asking DVC itself (foreach stages expanded, paths resolved).
 
-The expected sets are the SPECIFICATION (DESIGN.md §4: "changing one parameter reruns only the stages that depend on
+The expected sets are the SPECIFICATION (docs/design.md, "Pipeline": "changing one parameter reruns only the stages that depend on
 it"), written out by hand and not derived from dvc.yaml: if one of these tests fails after an edit of dvc.yaml, the
 edit changed what a parameter rebuilds; fix dvc.yaml, or change the expectation here on purpose.
 """

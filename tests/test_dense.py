@@ -8,7 +8,7 @@ import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
 from ecqg.models import resolve_model
-from ecqg.retrieval import dense
+from ecqg.retrieval import dense, faiss_index
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
 
 WORDS = ("river city king war music league film island church school army party bridge station novel "
@@ -137,7 +137,7 @@ def brute_force(corpus, queries, k):
 def test_flat_search_equals_numpy_brute_force():
     corpus, queries = random_vectors(500, 16, 1), random_vectors(40, 16, 2)
     ids = [f"d{i}" for i in range(500)]
-    run = dense.search(dense.build_index(corpus, progress=False), ids, queries, k=10, batch_size=7,
+    run = faiss_index.search(faiss_index.build_index(corpus, progress=False), ids, queries, k=10, batch_size=7,
                        qids=[f"q{i}" for i in range(40)], progress=False)
     top, scores = brute_force(corpus, queries, 10)
     assert list(run) == [f"q{i}" for i in range(40)]
@@ -149,7 +149,7 @@ def test_flat_search_equals_numpy_brute_force():
 
 
 def test_k_larger_than_corpus_gives_short_lists():
-    run = dense.search(dense.build_index(random_vectors(3, 8, 0), progress=False), ["a", "b", "c"],
+    run = faiss_index.search(faiss_index.build_index(random_vectors(3, 8, 0), progress=False), ["a", "b", "c"],
                        random_vectors(2, 8, 1), k=10, progress=False)
     assert list(run) == ["0", "1"] and all(len(r) == 3 for r in run.values())
 
@@ -161,28 +161,28 @@ def recall(run, exact, k):
 def test_hnsw_recall_is_high():
     corpus, queries = random_vectors(2000, 32, 3), random_vectors(50, 32, 4)
     ids = [str(i) for i in range(2000)]
-    exact = dense.search(dense.build_index(corpus, progress=False), ids, queries, k=10, progress=False)
-    index = dense.build_index(corpus, kind="hnsw", M=16, efSearch=128, efConstruction=100, progress=False)
-    assert dense.describe_index(index)["efSearch"] == 128
-    assert recall(dense.search(index, ids, queries, k=10, progress=False), exact, 10) >= 0.95
+    exact = faiss_index.search(faiss_index.build_index(corpus, progress=False), ids, queries, k=10, progress=False)
+    index = faiss_index.build_index(corpus, kind="hnsw", M=16, efSearch=128, efConstruction=100, progress=False)
+    assert faiss_index.describe_index(index)["efSearch"] == 128
+    assert recall(faiss_index.search(index, ids, queries, k=10, progress=False), exact, 10) >= 0.95
 
 
 def test_ivfpq_trains_searches_and_refuses_too_few_vectors():
     corpus, queries = random_vectors(1000, 32, 5), random_vectors(30, 32, 6)
     ids = [str(i) for i in range(1000)]
-    index = dense.build_index(corpus, kind="ivfpq", nlist=8, m=8, nbits=6, nprobe=8, seed=1, progress=False)
-    run = dense.search(index, ids, queries, k=10, progress=False)
-    exact = dense.search(dense.build_index(corpus, progress=False), ids, queries, k=10, progress=False)
+    index = faiss_index.build_index(corpus, kind="ivfpq", nlist=8, m=8, nbits=6, nprobe=8, seed=1, progress=False)
+    run = faiss_index.search(index, ids, queries, k=10, progress=False)
+    exact = faiss_index.search(faiss_index.build_index(corpus, progress=False), ids, queries, k=10, progress=False)
     assert all(len(r) == 10 for r in run.values()) and recall(run, exact, 10) > 0.2
-    again = dense.search(dense.build_index(corpus, kind="ivfpq", nlist=8, m=8, nbits=6, nprobe=8, seed=1,
+    again = faiss_index.search(faiss_index.build_index(corpus, kind="ivfpq", nlist=8, m=8, nbits=6, nprobe=8, seed=1,
                                            progress=False), ids, queries, k=10, progress=False)
     assert again == run  # seeded training: same index, same run
     with pytest.raises(ValueError, match=r"at least 256 training vectors .* got 100"):
-        dense.build_index(corpus[:100], kind="ivfpq", nlist=8, m=8, nbits=8)
+        faiss_index.build_index(corpus[:100], kind="ivfpq", nlist=8, m=8, nbits=8)
     with pytest.raises(ValueError, match="must divide the dimension 32"):
-        dense.build_index(corpus, kind="ivfpq", nlist=8, m=5, nbits=6)
+        faiss_index.build_index(corpus, kind="ivfpq", nlist=8, m=5, nbits=6)
     with pytest.raises(ValueError, match="unknown parameter"):
-        dense.build_index(corpus, kind="hnsw", nlist=8)
+        faiss_index.build_index(corpus, kind="hnsw", nlist=8)
 
 
 @pytest.mark.parametrize("kind,params", [("flat", {}), ("hnsw", {"M": 8}),
@@ -190,17 +190,17 @@ def test_ivfpq_trains_searches_and_refuses_too_few_vectors():
 def test_save_load_round_trip(tmp_path, kind, params):
     corpus, queries = random_vectors(300, 16, 7), random_vectors(5, 16, 8)
     ids = [f"doc-{i}" for i in range(300)]
-    index = dense.build_index(corpus.astype(np.float16), kind=kind, progress=False, **params)
-    dense.save_index(index, ids, tmp_path / "index")
-    loaded, loaded_ids = dense.load_index(tmp_path / "index")
+    index = faiss_index.build_index(corpus.astype(np.float16), kind=kind, progress=False, **params)
+    faiss_index.save_index(index, ids, tmp_path / "index")
+    loaded, loaded_ids = faiss_index.load_index(tmp_path / "index")
     assert loaded_ids == ids
     assert json.loads((tmp_path / "index" / "index.json").read_text())["kind"] == kind
-    assert dense.search(loaded, loaded_ids, queries, k=5, progress=False) == \
-        dense.search(index, ids, queries, k=5, progress=False)
+    assert faiss_index.search(loaded, loaded_ids, queries, k=5, progress=False) == \
+        faiss_index.search(index, ids, queries, k=5, progress=False)
     with pytest.raises(ValueError, match="300 vectors but 2 ids"):
-        dense.save_index(index, ids[:2], tmp_path / "bad")
+        faiss_index.save_index(index, ids[:2], tmp_path / "bad")
     with pytest.raises(FileNotFoundError, match="not a saved index"):
-        dense.load_index(tmp_path / "bad")
+        faiss_index.load_index(tmp_path / "bad")
 
 
 def test_dense_retrieve_end_to_end(model, passages, tmp_path):
@@ -208,7 +208,7 @@ def test_dense_retrieve_end_to_end(model, passages, tmp_path):
     run = dense.dense_retrieve(model, passages, questions, k=5, batch_size=8, progress=False)
     assert list(run) == ["q-a", "q-b"] and all(len(r) == 5 for r in run.values())
     ids, vectors = dense.encode_passages(model, passages, batch_size=8, progress=False)
-    dense.save_index(dense.build_index(vectors, progress=False), ids, tmp_path / "idx")
+    faiss_index.save_index(faiss_index.build_index(vectors, progress=False), ids, tmp_path / "idx")
     dense.write_shard(model, passages, tmp_path / "shards", batch_size=8, progress=False)
     for source in (tmp_path / "idx", tmp_path / "shards"):
         other = dense.dense_retrieve(model, source, questions, k=5, progress=False)

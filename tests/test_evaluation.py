@@ -17,7 +17,6 @@ import pytest
 import ecqg  # noqa: F401  (sets OPENAI_API_KEY before pyserini is imported)
 from ecqg.errors import DataFormatError
 from ecqg.evaluation import (
-    RunError,
     accuracy_table,
     bootstrap_ci,
     evaluate_run,
@@ -26,11 +25,10 @@ from ecqg.evaluation import (
     paired_bootstrap,
     paired_table,
     passage_texts,
-    read_trec_run,
     subset_masks,
     table_records,
-    write_trec_run,
 )
+from ecqg.run_files import RunError, read_trec_run, write_trec_run
 from ecqg.text import dpr_tokens
 from pyserini.eval.evaluate_dpr_retrieval import SimpleTokenizer, has_answers
 
@@ -341,7 +339,7 @@ def test_read_trec_run_accepts_lines_out_of_order(tmp_path):
 
 
 def test_empty_rankings_survive_the_run_files(tmp_path):
-    from ecqg.evaluation import empty_rankings_file, read_run, write_run
+    from ecqg.run_files import empty_rankings_file, read_run, write_run
 
     path = tmp_path / "runs" / "nq.trec"
     run = {"q1": [("p1", 2.0), ("p2", 1.0)], "q2": []}

@@ -9,9 +9,10 @@ import torch
 from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering, BertModel
 
 from ecqg import filtering as F
+from ecqg.filtering import reader
 from ecqg.errors import DataFormatError
 from ecqg.models import resolve_model
-from ecqg.retrieval import dense
+from ecqg.retrieval import dense, faiss_index
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
 
 FILLER = " ".join(f"alpha{i} beta{i}" for i in range(60))
@@ -243,13 +244,13 @@ def test_dpr_hardness_scores_own_passage_and_ranks_it(tokenizer):
     words = "river city king war music league film island church school".split()
     passages = {f"p{i}": {"title": words[i], "text": " ".join(words[i:] + words[:i])} for i in range(10)}
     ids, vectors = dense.encode_passages(model, [{"id": k, **v} for k, v in passages.items()], progress=False)
-    index = dense.build_index(vectors, progress=False)
+    index = faiss_index.build_index(vectors, progress=False)
     records = [gen(f"q{i}", question=f"where is the {words[i]}", passage_id=f"p{i}") for i in range(10)]
     out = F.dpr_hardness(model, records, passages, index, ids, depth=3, progress=False)
     q = dense.encode_queries(model, [r["question"] for r in records], progress=False)
     for i, rec in enumerate(records):
         assert out[rec["id"]]["score"] == pytest.approx(float(q[i] @ vectors[i]), abs=1e-3)
-        run = dense.search(index, ids, q[i:i + 1], k=3, progress=False)["0"]
+        run = faiss_index.search(index, ids, q[i:i + 1], k=3, progress=False)["0"]
         ranked = [pid for pid, _ in run]
         expected = ranked.index(f"p{i}") + 1 if f"p{i}" in ranked else None
         assert out[rec["id"]]["rank"] == expected
@@ -281,6 +282,6 @@ def test_malformed_generated_records_are_named(tmp_path):
 def test_best_span_respects_order_and_length():
     start = np.array([0.0, 1.0, 5.0, 0.0, 0.0])
     end = np.array([0.0, 6.0, 0.0, 0.0, 4.0])  # best end (token 1) lies before the best start (token 2)
-    score, i, j, conf = F._best_span(start, end, 1, 4, max_answer_length=5)
+    score, i, j, conf = reader._best_span(start, end, 1, 4, max_answer_length=5)
     assert (i, j) == (2, 4) and score == 9.0 and 0 < conf < 1
-    assert F._best_span(start, end, 1, 4, max_answer_length=1)[1:3] == (1, 1)
+    assert reader._best_span(start, end, 1, 4, max_answer_length=1)[1:3] == (1, 1)

@@ -9,7 +9,7 @@ import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
 from ecqg import evaluation, mechanism
-from ecqg import mechanism_pipeline as mp
+from ecqg.pipeline import mechanism as mp
 from ecqg.errors import DataFormatError
 from ecqg.models import resolve_model
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig

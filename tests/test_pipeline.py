@@ -73,7 +73,8 @@ def test_stage_commands_name_real_modules():
     for name, stage in _expanded_stages():
         assert "${" not in yaml.safe_dump(stage), f"{name}: unexpanded variable"
         module = stage["cmd"].split()[2]
-        assert (REPO / (module.replace(".", "/") + ".py")).is_file(), f"{name}: {module} not found"
+        base = REPO / module.replace(".", "/")
+        assert base.with_suffix(".py").is_file() or (base / "__main__.py").is_file(), f"{name}: {module} not found"
         if module == "ecqg.notebook":
             notebook = stage["cmd"].split()[3]
             assert (REPO / "notebooks" / f"{notebook}.ipynb").is_file()

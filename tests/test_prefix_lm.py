@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from ecqg import prefix_lm as P
+from ecqg.qg import prefix_lm as P
 from ecqg import qg
 from ecqg.models import BUNDLED_ENCODER
 

@@ -62,5 +62,5 @@ def test_prepare_reads_the_published_formats(paper_like):
     assert [r["question"] for r in dpr] == [r["question"] for r in given]
     assert dpr[0]["positive_ctxs"] and dpr[0]["hard_negative_ctxs"]
     assert (out / "train_gold.jsonl").read_text() == ""
-    stage = json.loads((paper_like / "outputs" / "metrics" / "stage_prepare.json").read_text())
+    stage = json.loads((paper_like / "results" / "paper" / "stage_prepare.json").read_text())
     assert stage["train_format"] == "dpr-retriever-json" and stage["nq_dev_questions"] == 1

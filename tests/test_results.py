@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ecqg import results
+from ecqg.pipeline import results
 
 
 def test_curve_of_a_seed_stack_is_the_mean_of_its_seeds_curves():

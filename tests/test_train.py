@@ -10,10 +10,12 @@ from transformers import AutoModel, AutoTokenizer, BertConfig
 from ecqg.errors import DataFormatError
 from ecqg.models import resolve_model
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
+from ecqg.retrieval.contrastive import ContrastiveStep, contrastive_loss
+from ecqg.retrieval.train_data import (Batch, check_records, epoch_batches, make_batch, sample_hard_negatives,
+                                       split_records)
+from ecqg.retrieval.validation import evaluate_biencoder, ranking_metrics, validation_pool
 from ecqg.retrieval.train import (
-    Batch, ContrastiveStep, TrainConfig, make_accelerator, check_records, contrastive_loss, epoch_batches,
-    evaluate_biencoder, latest_checkpoint, make_batch, ranking_metrics, sample_hard_negatives, split_records,
-    train_biencoder, validation_pool,
+    TrainConfig, make_accelerator, latest_checkpoint, train_biencoder,
 )
 
 WORDS = ("apple banana cherry river mountain ocean guitar piano violin tiger lion eagle castle bridge tower "
@@ -269,7 +271,7 @@ def _distributed_worker(out_dir):
     import os
     from pathlib import Path
 
-    from ecqg.retrieval.train import all_reduce_gradients
+    from ecqg.retrieval.contrastive import all_reduce_gradients
 
     torch.set_num_threads(1)
     tokenizer = AutoTokenizer.from_pretrained(resolve_model("bundled:minilm"))

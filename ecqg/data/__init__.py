@@ -8,5 +8,5 @@ wiki       psgs_w100.tsv, pyserini JsonCollection, Vital-Articles summaries, DPR
 nq_gold    NQ test gold passages (Power of Noise, Lost in the Middle) and the NQ detokenizer
 records    schemas, text style and validating readers of the bundle's files (read_corpus also reads psgs_w100 /
            JsonCollection)
-bundle     ``python -m ecqg.data.bundle --raw ../shared/data/raw --out data``
+bundle     ``python -m ecqg.data.bundle --raw RAW --out data`` (data/README.md)
 """

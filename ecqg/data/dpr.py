@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from ecqg.data.records import require, require_nonempty_str, require_str_list
+from ecqg.data.fields import require, require_nonempty_str, require_str_list
 from ecqg.errors import DataFormatError
 from ecqg.io import atomic_path, read_json, read_jsonl, read_lines, read_tsv_rows
 

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from ecqg.data.records import require, require_nonempty_str, require_str_list
+from ecqg.data.fields import require, require_nonempty_str, require_str_list
 from ecqg.errors import DataFormatError
 from ecqg.io import read_json, read_jsonl
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-from ecqg.data.records import require_nonempty_str, require_str_list
+from ecqg.data.fields import require_nonempty_str, require_str_list
 from ecqg.io import read_jsonl
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-from ecqg.data.records import require, require_str_list
+from ecqg.data.fields import require, require_str_list
 from ecqg.errors import DataFormatError
 from ecqg.io import read_jsonl
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-from ecqg.data.records import require, require_nonempty_str
+from ecqg.data.fields import require, require_nonempty_str
 from ecqg.errors import DataFormatError
 from ecqg.io import read_json
 

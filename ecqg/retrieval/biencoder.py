@@ -1,11 +1,10 @@
-"""The DPR bi-encoder: separate query and passage encoders initialised from one checkpoint, [CLS] pooling, dot product.
+"""DPR: separate query and passage encoders initialised from one checkpoint, [CLS] pooling, dot product.
 
 Why a thin wrapper rather than a custom model class: each encoder stays an ordinary transformers model, saved with
 ``save_pretrained`` (safetensors) under ``<dir>/query_encoder`` and ``<dir>/passage_encoder``, so
-``AutoModel.from_pretrained`` loads either one without this package. ``bi_encoder.json`` records the pooling and
-maximum lengths; the tokenizer is saved once at the top level.
-
-Passages are encoded as DPR does: ``[CLS] title [SEP] text [SEP]`` (a sentence pair; only the text is truncated).
+``AutoModel.from_pretrained`` loads either one without this package. ``retriever.json`` records the kind, the pooling
+and the maximum lengths; the tokenizer is saved once at the top level. Tokenisation and similarity are the
+:class:`~ecqg.retrieval.retriever.Retriever` defaults (one vector per passage, the dot product).
 """
 
 from __future__ import annotations
@@ -13,15 +12,14 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
 
 import torch
 from transformers import AutoModel, AutoTokenizer
 
 from ecqg.io import atomic_path
 from ecqg.models import from_pretrained
+from ecqg.retrieval.retriever import CONFIG_FILE, LEGACY_CONFIG_FILE, Retriever, register
 
-CONFIG_FILE = "bi_encoder.json"
 POOLINGS = ("cls", "mean")
 
 
@@ -34,7 +32,10 @@ class BiEncoderConfig:
     passage_max_length: int = 256
 
 
-class BiEncoder(torch.nn.Module):
+@register
+class BiEncoder(Retriever):
+    kind = "biencoder"
+
     def __init__(self, query_encoder, passage_encoder, tokenizer, config: BiEncoderConfig):
         super().__init__()
         if config.pooling not in POOLINGS:
@@ -58,10 +59,12 @@ class BiEncoder(torch.nn.Module):
     def load(cls, directory: str | Path, **model_kwargs) -> "BiEncoder":
         """Load a bi-encoder saved by :meth:`save` (e.g. ``attn_implementation="eager"`` to read attentions)."""
         directory = Path(directory)
-        config_path = directory / CONFIG_FILE
-        if not config_path.is_file():
+        path = directory / CONFIG_FILE if (directory / CONFIG_FILE).is_file() else directory / LEGACY_CONFIG_FILE
+        if not path.is_file():
             raise FileNotFoundError(f"{directory}: not a saved bi-encoder (no {CONFIG_FILE})")
-        config = BiEncoderConfig(**json.loads(config_path.read_text(encoding="utf-8")))
+        settings = json.loads(path.read_text(encoding="utf-8"))
+        settings.pop("kind", None)
+        config = BiEncoderConfig(**settings)
         tokenizer = AutoTokenizer.from_pretrained(directory)
         query = AutoModel.from_pretrained(directory / "query_encoder", **model_kwargs)
         passage = query if config.shared else AutoModel.from_pretrained(directory / "passage_encoder", **model_kwargs)
@@ -75,18 +78,9 @@ class BiEncoder(torch.nn.Module):
             if not self.config.shared:
                 self.passage_encoder.save_pretrained(tmp / "passage_encoder")
             self.tokenizer.save_pretrained(tmp)
-            (tmp / CONFIG_FILE).write_text(json.dumps(asdict(self.config), indent=2) + "\n", encoding="utf-8")
+            (tmp / CONFIG_FILE).write_text(json.dumps({"kind": self.kind, **asdict(self.config)}, indent=2) + "\n",
+                                           encoding="utf-8")
         return Path(directory)
-
-    # --- tokenisation -------------------------------------------------------------------------------------------
-    def tokenize_queries(self, questions: Sequence[str]):
-        return self.tokenizer(list(questions), padding=True, truncation=True,
-                              max_length=self.config.query_max_length, return_tensors="pt")
-
-    def tokenize_passages(self, titles: Sequence[str], texts: Sequence[str]):
-        """``[CLS] title [SEP] text [SEP]``; only the text is cut when the pair is too long."""
-        return self.tokenizer(list(titles), list(texts), padding=True, truncation="only_second",
-                              max_length=self.config.passage_max_length, return_tensors="pt")
 
     # --- encoding -----------------------------------------------------------------------------------------------
     def _pool(self, output, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -101,8 +95,3 @@ class BiEncoder(torch.nn.Module):
 
     def encode_passages(self, batch) -> torch.Tensor:
         return self._pool(self.passage_encoder(**batch), batch["attention_mask"])
-
-    @staticmethod
-    def scores(query_vectors: torch.Tensor, passage_vectors: torch.Tensor) -> torch.Tensor:
-        """Dot-product similarity, DPR's choice (no normalisation)."""
-        return query_vectors @ passage_vectors.T

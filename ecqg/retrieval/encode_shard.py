@@ -17,13 +17,13 @@ import sys
 
 from ecqg.data.records import read_corpus
 from ecqg.retrieval import dense
-from ecqg.retrieval.biencoder import BiEncoder
-from ecqg.stages import setup_logging
+from ecqg.logs import setup_logging
+from ecqg.retrieval.retriever import load_retriever
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ecqg.retrieval.encode_shard", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True, help="a bi-encoder directory saved by BiEncoder.save")
+    parser.add_argument("--model", required=True, help="a trained retriever's directory (outputs/models/<run>)")
     parser.add_argument("--corpus", required=True, help="bundle jsonl, psgs_w100.tsv or a pyserini JsonCollection")
     parser.add_argument("--shard", nargs=2, type=int, required=True, metavar=("I", "N"), help="shard I of N (0-based)")
     parser.add_argument("--total", type=int, help="number of passages in the corpus (counted if omitted)")
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     i, n = args.shard
     if not 0 <= i < n:
         parser.error(f"--shard {i} {n}: need 0 <= I < N")
-    model = BiEncoder.load(args.model).to(args.device)
+    model = load_retriever(args.model).to(args.device)
     total = args.total if args.total is not None else dense.count_passages(args.corpus)
     target = dense.write_shard(model, read_corpus(args.corpus), args.out, shard=(i, n), total=total,
                                batch_size=args.batch_size, dtype=args.dtype)

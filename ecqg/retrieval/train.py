@@ -34,11 +34,13 @@ What it does (Karpukhin et al. 2020, as used by the paper's baseline, UnCon-DPR 
   Checkpoints need a file system shared by all processes (multi-node). DeepSpeed / FSDP sharded optimisers are not
   supported (the optimizer state is saved by the main process only).
 * **Checkpoints** every ``checkpoint_every`` steps under ``output_dir/checkpoints/checkpoint-<step>``: model
-  (BiEncoder.save, safetensors), optimizer and scheduler (``torch.save``, read back with ``weights_only=True``), each
+  (Retriever.save, safetensors), optimizer and scheduler (``torch.save``, read back with ``weights_only=True``), each
   process's RNG states, step / epoch / position in the epoch and the history. Written into ``.checkpoint-<step>.tmp``
   and renamed, ``state.json`` last; only a ``checkpoint-<digits>`` directory holding ``state.json`` counts. The last
   ``keep_checkpoints`` are kept. ``resume=True`` continues from the latest one exactly (same data order, consumed
   batches skipped, RNG restored), after checking the trajectory-relevant config and a fingerprint of the data.
+* **Size:** one module over 400 lines because about 60 of them are this description of the method; the pieces live
+  in :mod:`ecqg.retrieval.train_data`, :mod:`ecqg.retrieval.contrastive` and :mod:`ecqg.retrieval.validation`.
 * **Validation** every ``eval_every`` steps and at the end, on held-out records (never the test set): DPR's "average
   rank" validation. The pool is every held-out record's first positive plus all its hard negatives (deduplicated);
   metrics: mean 1-based rank of the positive, top-1/5/20 accuracy within the pool, mean NLL over the pool.
@@ -47,12 +49,10 @@ What it does (Karpukhin et al. 2020, as used by the paper's baseline, UnCon-DPR 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import os
 import random
-import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -61,11 +61,12 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from ecqg.errors import DataFormatError
-from ecqg.io import remove_directory, write_json, write_jsonl
-from ecqg.retrieval.biencoder import BiEncoder
+from ecqg.io import complete_checkpoints, remove_directory, write_json, write_jsonl
+from ecqg.retrieval.contrastive import ContrastiveStep, EncoderModule, all_reduce_gradients
+from ecqg.retrieval.retriever import Retriever
+from ecqg.retrieval.train_data import Batch, check_records, data_fingerprint, epoch_batches, make_batch
+from ecqg.retrieval.validation import evaluate_biencoder
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,6 @@ def without_timings(history: Sequence[dict]) -> list[dict]:
     downstream. The timings stay in the run directory's history and the stage metrics."""
     return [{k: v for k, v in entry.items() if k not in TIMING_KEYS} for entry in history]
 
-CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 STATE_FILE = "state.json"
 # Config fields that do not change the training trajectory, so they may differ when resuming.
 _RESUME_FREE = {"checkpoint_every", "keep_checkpoints", "eval_every", "eval_batch_size", "log_every"}
@@ -143,335 +143,6 @@ class TrainConfig:
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# records, splits, batches
-
-
-def split_records(records: Sequence[dict], held_out: float | int, seed: int) -> tuple[list[dict], list[dict]]:
-    """Deterministic train / held-out split: a seeded choice of ``held_out`` records (a fraction or a count).
-
-    Both parts keep the input order, so the split depends on the seed and the input only.
-    """
-    n = len(records)
-    count = int(round(held_out * n)) if isinstance(held_out, float) else int(held_out)
-    if not 0 <= count <= n:
-        raise ValueError(f"held_out={held_out!r} selects {count} of {n} records")
-    chosen = np.zeros(n, dtype=bool)
-    chosen[np.random.default_rng([seed, 7]).permutation(n)[:count]] = True
-    return [r for r, c in zip(records, chosen) if not c], [r for r, c in zip(records, chosen) if c]
-
-
-def _describe(record: Any, index: int) -> str:
-    question = record.get("question") if isinstance(record, dict) else None
-    return f"record {index + 1}" + (f" (question {str(question)[:80]!r})" if question else "")
-
-
-def check_records(records: Sequence[dict], source: str) -> None:
-    """Fail fast, naming the record, on anything training would trip over later (no positive, bad ctx)."""
-    for i, rec in enumerate(records):
-        where = _describe(rec, i)
-        if not isinstance(rec, dict) or not isinstance(rec.get("question"), str) or not rec["question"].strip():
-            raise DataFormatError(source, where, "question", "missing or empty question")
-        positives = rec.get("positive_ctxs")
-        if not isinstance(positives, list) or not positives:
-            raise DataFormatError(source, where, "positive_ctxs", "no positive passage (training needs one)")
-        for name in ("positive_ctxs", "hard_negative_ctxs"):
-            ctxs = rec.get(name) or []
-            if not isinstance(ctxs, list):
-                raise DataFormatError(source, where, name, "expected a list of ctx objects")
-            for j, ctx in enumerate(ctxs):
-                if not isinstance(ctx, dict) or not isinstance(ctx.get("text"), str) or \
-                        not isinstance(ctx.get("title", ""), str):
-                    raise DataFormatError(source, where, f"{name}[{j}]", "a ctx needs string 'text' and 'title'")
-
-
-def data_fingerprint(records: Sequence[dict]) -> str:
-    """A hash of the questions and first positives: resuming on different data must fail, not silently continue."""
-    digest = hashlib.sha256()
-    for rec in records:
-        digest.update(rec["question"].encode("utf-8") + b"\0")
-        digest.update(rec["positive_ctxs"][0]["text"].encode("utf-8") + b"\1")
-    return digest.hexdigest()[:16]
-
-
-def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, drop_last: bool = True) -> list[np.ndarray]:
-    """The epoch's global batches of record indices: a permutation seeded by (seed, epoch), cut in order."""
-    order = np.random.default_rng([seed, epoch]).permutation(n)
-    batches = [order[i:i + batch_size] for i in range(0, n, batch_size)]
-    if batches and drop_last and len(batches[-1]) < batch_size:
-        batches.pop()
-    return batches
-
-
-def sample_hard_negatives(record: dict, k: int, seed: int, epoch: int, index: int) -> list[dict]:
-    """Up to ``k`` distinct hard negatives, seeded per (seed, epoch, record index): independent of batch layout."""
-    pool = record.get("hard_negative_ctxs") or []
-    if k == 0 or not pool:
-        return []
-    picks = np.random.default_rng([seed, epoch, index]).choice(len(pool), size=min(k, len(pool)), replace=False)
-    return [pool[j] for j in sorted(picks)]
-
-
-@dataclass
-class Batch:
-    """One process's share of a step: questions, then passages laid out as [positives..., hard negatives...]."""
-
-    questions: list[str]
-    titles: list[str]
-    texts: list[str]
-    missing_hard_negatives: int = 0   # how many of the wanted hard negatives were not available
-
-
-def make_batch(records: Sequence[dict], indices: Sequence[int], hard_negatives: int, seed: int, epoch: int) -> Batch:
-    """Positive of question i is passage i (DPR trains on ``positive_ctxs[0]``)."""
-    chosen = [records[i] for i in indices]
-    ctxs = [r["positive_ctxs"][0] for r in chosen]
-    negatives = [sample_hard_negatives(records[i], hard_negatives, seed, epoch, int(i)) for i in indices]
-    for negs in negatives:
-        ctxs.extend(negs)
-    missing = sum(hard_negatives - len(negs) for negs in negatives)
-    return Batch([r["question"] for r in chosen], [c.get("title", "") for c in ctxs], [c["text"] for c in ctxs],
-                 missing)
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# the contrastive step (plain or GradCache), distributed-aware
-
-
-@dataclass
-class RandState:
-    """The RNG state before a chunk's forward pass, so the re-encoding in GradCache step 3 sees the same dropout."""
-
-    cpu: torch.Tensor
-    cuda: torch.Tensor | None = None
-    device: torch.device | None = None
-
-    @classmethod
-    def capture(cls, device: torch.device) -> "RandState":
-        cuda = torch.cuda.get_rng_state(device) if device.type == "cuda" else None
-        return cls(torch.get_rng_state(), cuda, device)
-
-    def restore(self) -> None:
-        torch.set_rng_state(self.cpu)
-        if self.cuda is not None:
-            torch.cuda.set_rng_state(self.cuda, self.device)
-
-
-class EncoderModule(torch.nn.Module):
-    """``forward(side, batch)`` around a BiEncoder, because DDP / Accelerate hook ``forward`` and BiEncoder has none."""
-
-    def __init__(self, bi_encoder: BiEncoder):
-        super().__init__()
-        self.bi = bi_encoder
-
-    def forward(self, side: str, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.bi.encode_queries(batch) if side == "query" else self.bi.encode_passages(batch)
-
-
-def gather_with_grad(local: torch.Tensor, accelerator) -> tuple[torch.Tensor, list[int]]:
-    """All-gather rows from every process (sizes may differ); the local slice keeps its graph.
-
-    Returns the concatenation in rank order and the per-process row counts.
-    """
-    if accelerator.num_processes == 1:
-        return local, [local.shape[0]]
-    sizes = accelerator.gather(torch.tensor([local.shape[0]], device=local.device)).tolist()
-    padded = local.new_zeros((max(sizes),) + tuple(local.shape[1:]))
-    padded[:local.shape[0]] = local.detach()
-    gathered = accelerator.gather(padded).view(len(sizes), max(sizes), *local.shape[1:])
-    pieces = [gathered[r, :s] for r, s in enumerate(sizes)]
-    pieces[accelerator.process_index] = local
-    return torch.cat(pieces), sizes
-
-
-def contrastive_loss(q_all: torch.Tensor, p_all: torch.Tensor, q_sizes: list[int], p_sizes: list[int]) -> torch.Tensor:
-    """Mean NLL of each question's own positive among all passages; process r's question i -> r's passage i."""
-    starts = np.cumsum([0] + p_sizes[:-1])
-    targets = torch.cat([torch.arange(nq) + int(start) for nq, start in zip(q_sizes, starts)]).to(q_all.device)
-    scores = BiEncoder.scores(q_all, p_all)
-    if scores.dtype in (torch.float16, torch.bfloat16):   # mixed precision: softmax in float32
-        scores = scores.float()
-    return F.cross_entropy(scores, targets)
-
-
-class ContrastiveStep:
-    """Computes the parameter gradients of one step (no optimizer update), plainly or with gradient caching.
-
-    Why a class: the trainer and the GradCache equivalence test must run the very same code.
-    """
-
-    def __init__(self, bi_encoder: BiEncoder, accelerator, module: torch.nn.Module | None = None,
-                 chunk_size: int | None = None, length_bucket_size: int | None = None):
-        self.bi, self.accelerator, self.chunk_size = bi_encoder, accelerator, chunk_size
-        self.length_bucket_size = length_bucket_size
-        self.module = module if module is not None else EncoderModule(bi_encoder)
-
-    def _tokenized(self, side: str, batch: Batch, chunk: int | None) -> list[dict[str, torch.Tensor]]:
-        """Tokenise per chunk, so each chunk is padded to its own longest sequence."""
-        n = len(batch.questions) if side == "query" else len(batch.texts)
-        size = chunk or n
-        device = self.accelerator.device
-        out = []
-        for i in range(0, n, size):
-            if side == "query":
-                enc = self.bi.tokenize_queries(batch.questions[i:i + size])
-            else:
-                enc = self.bi.tokenize_passages(batch.titles[i:i + size], batch.texts[i:i + size])
-            out.append({k: v.to(device) for k, v in enc.items()})
-        return out
-
-    def _loss_on(self, q_local: torch.Tensor, p_local: torch.Tensor) -> torch.Tensor:
-        q_all, q_sizes = gather_with_grad(q_local, self.accelerator)
-        p_all, p_sizes = gather_with_grad(p_local, self.accelerator)
-        return contrastive_loss(q_all, p_all, q_sizes, p_sizes)
-
-    def backward(self, batch: Batch) -> float:
-        """Accumulate d(global loss)/d(params) into ``.grad`` of this process's parameters; return the loss."""
-        with self.accelerator.no_sync(self.module):
-            if self.chunk_size is None:
-                return self._plain(batch)
-            return self._cached(batch)
-
-    def _plain(self, batch: Batch) -> float:
-        (q_tok,) = self._tokenized("query", batch, None)
-        loss = self._loss_on(self.module("query", q_tok), self._passages_with_graph(batch))
-        self.accelerator.backward(loss)
-        return loss.item()
-
-    def _passages_with_graph(self, batch: Batch) -> torch.Tensor:
-        """All passage vectors of the batch, in batch order, with their graph.
-
-        With ``length_bucket_size`` the passages go through the encoder in buckets of similar length, each padded
-        only to its own longest: a random batch of ~100-piece passages otherwise pads to its longest (~256), and on
-        a CPU the padding is most of the compute. Padding is masked, so the vectors (and the loss) are the same.
-        """
-        if not self.length_bucket_size:
-            (p_tok,) = self._tokenized("passage", batch, None)
-            return self.module("passage", p_tok)
-        lengths = [len(ids) for ids in self.bi.tokenizer(batch.titles, batch.texts, truncation="only_second",
-                                                         max_length=self.bi.config.passage_max_length)["input_ids"]]
-        order = np.argsort(lengths, kind="stable")
-        device = self.accelerator.device
-        parts = []
-        for start in range(0, len(order), self.length_bucket_size):
-            picked = order[start:start + self.length_bucket_size]
-            tok = self.bi.tokenize_passages([batch.titles[i] for i in picked], [batch.texts[i] for i in picked])
-            parts.append(self.module("passage", {k: v.to(device) for k, v in tok.items()}))
-        inverse = torch.as_tensor(np.argsort(order), device=device)
-        return torch.cat(parts).index_select(0, inverse)
-
-    def _encode_without_graph(self, side: str, chunks: list[dict]) -> tuple[torch.Tensor, list[RandState]]:
-        """GradCache step 1: representations as a leaf, and the RNG state before each chunk."""
-        states, parts = [], []
-        with torch.no_grad():
-            for tok in chunks:
-                states.append(RandState.capture(self.accelerator.device))
-                parts.append(self.module(side, tok))
-        rep = torch.cat(parts)
-        if rep.dtype in (torch.float16, torch.bfloat16):    # mixed precision: fp32 leaf for the loss
-            rep = rep.float()
-        return rep.requires_grad_(), states
-
-    def _cached(self, batch: Batch) -> float:
-        sides = ("query", "passage")
-        chunks = {s: self._tokenized(s, batch, self.chunk_size) for s in sides}
-        encoded = {s: self._encode_without_graph(s, chunks[s]) for s in sides}
-        loss = self._loss_on(encoded["query"][0], encoded["passage"][0])  # step 2: d loss / d representation
-        self.accelerator.backward(loss)
-        for s in sides:                                                    # step 3: re-encode, same dropout
-            rep_leaf, states = encoded[s]
-            grads = rep_leaf.grad.split([len(tok["input_ids"]) for tok in chunks[s]])
-            for tok, state, grad in zip(chunks[s], states, grads):
-                state.restore()
-                rep = self.module(s, tok)
-                rep.backward(gradient=grad.to(rep.dtype))
-        return loss.item()
-
-
-def all_reduce_gradients(parameters: Sequence[torch.nn.Parameter], accelerator, bucket: int = 1 << 24) -> None:
-    """Sum gradients over processes (each holds its share of the global loss' gradient), in flat buckets."""
-    if accelerator.num_processes == 1:
-        return
-    grads = [p.grad for p in parameters if p.grad is not None]
-    start = 0
-    while start < len(grads):
-        end, size = start, 0
-        while end < len(grads) and (size == 0 or size + grads[end].numel() <= bucket):
-            size += grads[end].numel()
-            end += 1
-        flat = torch.cat([g.reshape(-1) for g in grads[start:end]])
-        torch.distributed.all_reduce(flat, op=torch.distributed.ReduceOp.SUM)
-        offset = 0
-        for g in grads[start:end]:
-            g.copy_(flat[offset:offset + g.numel()].view_as(g))
-            offset += g.numel()
-        start = end
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# validation
-
-
-def validation_pool(records: Sequence[dict]) -> tuple[list[str], list[dict], list[int]]:
-    """Questions, the deduplicated pool (first positives + all hard negatives) and each question's positive index."""
-    pool, index = [], {}
-
-    def add(ctx: dict) -> int:
-        pid = ctx.get("passage_id")
-        key = ("id", str(pid)) if pid is not None else ("text", ctx.get("title", ""), ctx["text"])
-        if key not in index:
-            index[key] = len(pool)
-            pool.append(ctx)
-        return index[key]
-
-    positives = [add(r["positive_ctxs"][0]) for r in records]
-    for r in records:
-        for ctx in r.get("hard_negative_ctxs") or []:
-            add(ctx)
-    return [r["question"] for r in records], pool, positives
-
-
-def ranking_metrics(scores: torch.Tensor, positives: torch.Tensor, ks: Sequence[int] = (1, 5, 20)) -> dict[str, float]:
-    """Rank of the positive (1 = best; ties count in its favour), top-k accuracy and mean NLL over the pool."""
-    scores = scores.float()
-    positive_scores = scores.gather(1, positives.view(-1, 1))
-    ranks = (scores > positive_scores).sum(1) + 1
-    out = {"val_avg_rank": ranks.float().mean().item()}
-    for k in ks:
-        out[f"val_top{k}"] = (ranks <= k).float().mean().item()
-    out["val_nll"] = F.cross_entropy(scores, positives).item()
-    out["val_questions"], out["val_pool"] = scores.shape[0], scores.shape[1]
-    return out
-
-
-@torch.no_grad()
-def _encode_all(bi: BiEncoder, side: str, items: list, batch_size: int, device) -> torch.Tensor:
-    parts = []
-    for i in range(0, len(items), batch_size):
-        chunk = items[i:i + batch_size]
-        if side == "query":
-            tok = bi.tokenize_queries(chunk)
-        else:
-            tok = bi.tokenize_passages([c.get("title", "") for c in chunk], [c["text"] for c in chunk])
-        tok = {k: v.to(device) for k, v in tok.items()}
-        parts.append((bi.encode_queries if side == "query" else bi.encode_passages)(tok).float())
-    return torch.cat(parts)
-
-
-def evaluate_biencoder(bi: BiEncoder, records: Sequence[dict], batch_size: int = 64, device=None) -> dict[str, float]:
-    """DPR's average-rank validation on held-out records (eval mode, no dropout)."""
-    device = device or next(bi.parameters()).device
-    questions, pool, positives = validation_pool(records)
-    was_training = bi.training
-    bi.eval()
-    try:
-        q = _encode_all(bi, "query", questions, batch_size, device)
-        p = _encode_all(bi, "passage", pool, batch_size, device)
-    finally:
-        bi.train(was_training)
-    return ranking_metrics(BiEncoder.scores(q, p), torch.tensor(positives, device=q.device))
-
-
-# --------------------------------------------------------------------------------------------------------------------
 # checkpoints
 
 
@@ -500,19 +171,13 @@ def latest_checkpoint(directory: str | Path) -> Path | None:
 
     Temporary ``.checkpoint-*.tmp`` directories (a save killed midway) never match.
     """
-    directory = Path(directory)
-    if not directory.is_dir():
-        return None
-    found = [(int(m.group(1)), p) for p in directory.iterdir()
-             if (m := CHECKPOINT_RE.match(p.name)) and (p / STATE_FILE).is_file()]
-    return max(found)[1] if found else None
+    found = complete_checkpoints(directory, STATE_FILE)
+    return found[-1] if found else None
 
 
 def prune_checkpoints(directory: Path, keep: int) -> None:
     """Keep the ``keep`` highest-step complete checkpoints."""
-    complete = sorted((int(m.group(1)), p) for p in directory.iterdir()
-                      if (m := CHECKPOINT_RE.match(p.name)) and (p / STATE_FILE).is_file())
-    for _, path in complete[:-keep]:
+    for path in complete_checkpoints(directory, STATE_FILE)[:-keep]:
         remove_directory(path)
 
 
@@ -555,7 +220,7 @@ def make_accelerator(config: TrainConfig):
 
 
 class _Trainer:
-    def __init__(self, bi: BiEncoder, train_records, val_records, config: TrainConfig, output_dir: Path,
+    def __init__(self, bi: Retriever, train_records, val_records, config: TrainConfig, output_dir: Path,
                  accelerator, progress: bool, callback):
         self.bi, self.train, self.val, self.cfg = bi, list(train_records), list(val_records or []), config
         self.out, self.acc, self.show_progress, self.callback = output_dir, accelerator, progress, callback
@@ -609,10 +274,8 @@ class _Trainer:
         return state
 
     def _load_weights(self, checkpoint: Path) -> None:
-        saved = BiEncoder.load(checkpoint / "model")
-        self.bi.query_encoder.load_state_dict(saved.query_encoder.state_dict())
-        if not self.bi.config.shared:
-            self.bi.passage_encoder.load_state_dict(saved.passage_encoder.state_dict())
+        saved = type(self.bi).load(checkpoint / "model")
+        self.bi.load_state_dict(saved.state_dict())
 
     def _load_optimisation_state(self, checkpoint: Path) -> None:
         device = self.acc.device
@@ -742,7 +405,7 @@ class _Trainer:
                         short, len(self.train), self.cfg.hard_negatives)
 
 
-def train_biencoder(model: BiEncoder, train_records: Sequence[dict], val_records: Sequence[dict] | None,
+def train_biencoder(model: Retriever, train_records: Sequence[dict], val_records: Sequence[dict] | None,
                     config: TrainConfig, output_dir: str | Path, resume: bool = True, progress: bool = True,
                     accelerator=None, callback: Callable[[dict], None] | None = None) -> list[dict]:
     """Train ``model`` in place; save it to ``output_dir/model``, the history to ``output_dir/history.jsonl``.

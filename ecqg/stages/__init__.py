@@ -15,12 +15,9 @@ from typing import Iterator
 
 from ecqg import paths
 from ecqg.io import write_json
+from ecqg.logs import setup_logging
 
 log = logging.getLogger("ecqg")
-
-
-def setup_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", force=True)
 
 
 @contextlib.contextmanager

@@ -103,7 +103,7 @@ def _counted(items: Iterable[dict], counter: Counter, key: str) -> Iterator[dict
 
 
 def main() -> int:
-    params = config.check_inputs(config.load())
+    params = config.check_inputs(config.load(), keys=("data.corpus", "data.train_gold", "data.nq_dev"))
     data, seed = params["data"], params["seed"]
     with timed_stage("prepare", params) as figures:
         test_sets = {}

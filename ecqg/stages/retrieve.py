@@ -9,7 +9,7 @@ import argparse
 import time
 
 from ecqg import config, paths
-from ecqg.evaluation import write_run
+from ecqg.run_files import write_run
 from ecqg.io import read_jsonl
 from ecqg.stages import log, timed_stage
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from ecqg import config
-from ecqg.retrieval.pipeline import retrieve_all
+from ecqg.pipeline.dense import retrieve_all
 from ecqg.stages import timed_stage
 
 

@@ -1,4 +1,5 @@
-"""DPR in the pipeline: build the bi-encoder a variant starts from, train it on the gold data, retrieve with it.
+"""Stage 05 and dense retrieval in the pipeline: build the retriever a variant starts from (``dpr.model`` names its
+kind in the registry), train it on the gold data, retrieve with it.
 
 Notebook 05 (``train_variant``) and the ``retrieve_dense`` stage (``retrieve_all``) call these, so the notebook shows
 the steps without holding their logic. Checkpoints live under ``outputs/checkpoints/<variant>/<fingerprint>/``, a
@@ -8,54 +9,44 @@ fingerprint of the training settings makes a changed parameter start afresh inst
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import random
 import time
-from typing import Any, Mapping
+from typing import Mapping
 
 from ecqg import paths
 from ecqg.data.dpr import read_dpr_retriever_json
 from ecqg.io import copy_directory, empty_directory, read_jsonl
-from ecqg.retrieval.biencoder import BiEncoder
-from ecqg.retrieval.train import (TrainConfig, data_fingerprint, latest_checkpoint, split_records, train_biencoder,
-                                  without_timings)
+from ecqg.pipeline.common import fingerprint, primary_seed, pretrain_only_seeds, seeds
+from ecqg.retrieval.retriever import Retriever, build_retriever, is_saved_retriever, load_retriever
+from ecqg.retrieval.train import TrainConfig, latest_checkpoint, train_biencoder, without_timings
+from ecqg.retrieval.train_data import data_fingerprint, split_records
 
 log = logging.getLogger(__name__)
 
 UNTRAINED = "untrained"  # the base checkpoint, not fine-tuned: Table 3's "not fine-tuned" row
 
 
-def base_biencoder(params: Mapping, **model_kwargs) -> BiEncoder:
-    """The bi-encoder every variant starts from (``model_kwargs``: e.g. ``attn_implementation="eager"``)."""
+def base_retriever(params: Mapping, **model_kwargs) -> Retriever:
+    """The retriever every variant starts from, of the kind ``dpr.model`` names (``model_kwargs``: e.g.
+    ``attn_implementation="eager"``)."""
     dpr = params["dpr"]
-    return BiEncoder.from_base(dpr["base_model"], shared=dpr["shared_encoders"], pooling=dpr["pooling"],
-                               query_max_length=dpr["query_max_length"],
-                               passage_max_length=dpr["passage_max_length"], **model_kwargs)
+    return build_retriever(dpr["model"], dpr["base_model"], shared=dpr["shared_encoders"], pooling=dpr["pooling"],
+                           query_max_length=dpr["query_max_length"], passage_max_length=dpr["passage_max_length"],
+                           **model_kwargs)
 
 
-def seeds(params: Mapping) -> list[int]:
-    """The training seeds of every dense variant (``dpr.seeds``): one model per variant and seed."""
-    return list(params["dpr"]["seeds"])
-
-
-def primary_seed(params: Mapping) -> int:
-    """The seed whose models feed the analyses that need one model per variant (stages 01, 03, 06's attention)."""
-    return seeds(params)[0]
-
-
-def load_model(variant: str, params: Mapping, seed: int | None = None, **model_kwargs) -> BiEncoder:
+def load_model(variant: str, params: Mapping, seed: int | None = None, **model_kwargs) -> Retriever:
     """The base checkpoint for ``untrained``, else the model stage 05 trained for ``variant`` with ``seed``
     (default: the primary seed). ``model_kwargs``: e.g. ``attn_implementation="eager"``."""
     if variant == UNTRAINED:
-        return base_biencoder(params, **model_kwargs)
+        return base_retriever(params, **model_kwargs)
     seed = primary_seed(params) if seed is None else seed
     directory = paths.model_dir(variant, seed)
-    if not (directory / "bi_encoder.json").is_file():
+    if not is_saved_retriever(directory):
         raise FileNotFoundError(f"{directory}: no trained model for variant '{variant}', seed {seed} "
                                 "(run stage 05 first)")
-    return BiEncoder.load(directory, **model_kwargs)
+    return load_retriever(directory, **model_kwargs)
 
 
 def gold_records(params: Mapping) -> dict[str, list[dict]]:
@@ -80,21 +71,10 @@ def train_config(params: Mapping, phase: str = "finetune", seed: int | None = No
     return TrainConfig.from_dict({**settings, "seed": params["seed"] if seed is None else seed})
 
 
-def fingerprint(*parts: Any) -> str:
-    """A short, stable hash of JSON-able settings (names a run's checkpoint directory)."""
-    blob = json.dumps(parts, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:12]
-
-
 VARIANTS = ("baseline", "uncon", "mixed")
 SYNTHETIC_VARIANTS = ("uncon", "mixed")  # pre-trained on stage 04's synthetic set of the same name
 PRETRAINED_SUFFIX = "_pre"               # uncon_pre / mixed_pre: a synthetic variant right after pre-training
 PRETRAIN_ONLY_VARIANTS = tuple(v + PRETRAINED_SUFFIX for v in SYNTHETIC_VARIANTS)
-
-
-def pretrain_only_seeds(params: Mapping) -> list[int]:
-    """The seeds whose pre-trained-only models are also searched with (``evaluation.pretrain_only_seeds``)."""
-    return list(params["evaluation"]["pretrain_only_seeds"])
 
 
 def synthetic_records(variant: str) -> list[dict]:
@@ -102,7 +82,7 @@ def synthetic_records(variant: str) -> list[dict]:
     return list(read_dpr_retriever_json(paths.synthetic_set(variant)))
 
 
-def _train_phase(model: BiEncoder, records: list[dict], heldout: int, config: TrainConfig, run_dir, seed: int,
+def _train_phase(model: Retriever, records: list[dict], heldout: int, config: TrainConfig, run_dir, seed: int,
                  progress: bool) -> dict:
     """One training phase (pre-training or fine-tuning) in ``run_dir``, resumable; returns its figures."""
     train, held = split_records(records, heldout, seed)
@@ -135,7 +115,7 @@ def train_variant(variant: str, params: Mapping, seed: int, progress: bool = Tru
     if variant not in VARIANTS:
         raise ValueError(f"unknown DPR variant '{variant}'; known: {', '.join(VARIANTS)}")
     dpr = {k: v for k, v in params["dpr"].items() if k not in ("encode", "index", "pretrain", "seeds")}
-    model = base_biencoder(params)
+    model = base_retriever(params)
     pretrain = None
     if variant in SYNTHETIC_VARIANTS:
         synthetic = synthetic_records(variant)
@@ -146,7 +126,7 @@ def train_variant(variant: str, params: Mapping, seed: int, progress: bool = Tru
                                 pre_dir, seed, progress)
         copy_directory(pre_dir / "model", paths.model_dir(variant + PRETRAINED_SUFFIX, seed),
                        {"history.jsonl": without_timings(pretrain["history"])})
-        model = BiEncoder.load(pre_dir / "model")
+        model = load_retriever(pre_dir / "model")
     records = [r for part in gold_records(params).values() for r in part]
     heldout = params["dpr"]["finetune"]["heldout"]
     n_train = len(split_records(records, heldout, seed)[0])
@@ -181,8 +161,8 @@ def retrieve_all(variant: str, params: Mapping, seed: int | None = None, progres
     """Encode the corpus with the passage encoder of ``variant`` trained with ``seed`` (``untrained``: the base
     checkpoint, no seed), index it with FAISS, search every test set."""
     from ecqg.data.records import read_corpus
-    from ecqg.evaluation import write_run
-    from ecqg.retrieval import dense
+    from ecqg.run_files import write_run
+    from ecqg.retrieval import dense, faiss_index
 
     if (variant == UNTRAINED) != (seed is None):
         raise ValueError(f"variant '{variant}' {'takes no' if variant == UNTRAINED else 'needs a'} seed")
@@ -195,18 +175,22 @@ def retrieve_all(variant: str, params: Mapping, seed: int | None = None, progres
     ids, vectors = dense.encode_passages(model, read_corpus(paths.CORPUS), batch_size=settings["encode"]["batch_size"],
                                          progress=progress, autocast=autocast)
     encode_s = time.perf_counter() - start
-    index = dense.build_index(vectors, kind=settings["index"]["kind"], seed=params["seed"],
+    n_passages = len(ids)
+    ids, vectors = faiss_index.index_rows(ids, vectors)   # K rows per passage for a multi-vector retriever
+    index = faiss_index.build_index(vectors, kind=settings["index"]["kind"], seed=params["seed"],
                               **settings["index"]["params"])
-    dense.save_index(index, ids, paths.dense_index_dir(variant, seed))
-    figures = {"passages": len(ids), "encode_s": round(encode_s, 1), "autocast": autocast,
-               "passages_per_s": round(len(ids) / max(encode_s, 1e-9), 1)}
+    faiss_index.save_index(index, ids, paths.dense_index_dir(variant, seed))
+    figures = {"passages": n_passages, "encode_s": round(encode_s, 1), "autocast": autocast,
+               "passages_per_s": round(n_passages / max(encode_s, 1e-9), 1)}
+    if len(ids) != n_passages:
+        figures["index_rows"] = len(ids)
     for name in params["data"]["test_sets"]:
         questions = [q for _, q in read_jsonl(paths.questions_file(name))]
         vectors_q = dense.encode_queries(model, [q["question"] for q in questions],
                                          batch_size=settings["encode"]["batch_size"], progress=progress,
                                          autocast=autocast)
-        run = dense.search(index, ids, vectors_q, k=params["retrieval"]["depth"], qids=[q["id"] for q in questions],
-                           progress=progress)
+        run = faiss_index.search(index, ids, vectors_q, k=params["retrieval"]["depth"],
+                                 qids=[q["id"] for q in questions], progress=progress)
         system = system_name(variant, seed)
         write_run(paths.run_file(system, name), run, tag=system)
     return figures

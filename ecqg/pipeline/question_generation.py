@@ -12,13 +12,11 @@ import random
 from typing import Any, Mapping
 
 from ecqg import paths
-from ecqg.bias_study import test_gold_ids
 from ecqg.data.dpr import read_dpr_retriever_json
 from ecqg.data.records import read_corpus
 from ecqg.io import empty_directory, read_jsonl
-
-GENERATORS = ("uncon", "con")
-
+from ecqg.paths import GENERATORS  # noqa: F401  (notebook 02 loops over question_generation.GENERATORS)
+from ecqg.pipeline.common import fingerprint, fingerprint_int, test_gold_ids
 
 def gold_triples(params: Mapping) -> tuple[list[dict], dict[str, dict], dict]:
     """Gold (question, passage, answer) triples, their passages ``id -> {title, text}``, and unusable-input counts.
@@ -88,7 +86,6 @@ def train_generator(generator: str, train: list, train_entities: list, passages:
     With ``qg.con_init: uncon`` the conditioned generator starts from the saved unconditioned one (train ``uncon``
     first). Returns model, tokenizer and the training figures."""
     from ecqg import qg as qgm
-    from ecqg.retrieval.pipeline import fingerprint
 
     settings = params["qg"]
     marking = settings["entity_marking"] if generator == "con" else None
@@ -131,13 +128,6 @@ def generate(model, tokenizer, generator: str, inputs: list[dict], params: Mappi
     for r in records:
         r["generator"] = generator
     return records, dict(drops)
-
-
-def fingerprint_int(*parts: Any) -> int:
-    """A stable integer seed from parts (so each generation call has its own, reproducible stream)."""
-    import hashlib
-
-    return int(hashlib.sha256(repr(parts).encode()).hexdigest()[:12], 16)
 
 
 def unconditioned_inputs(params: Mapping) -> tuple[list[dict], dict]:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ecqg import evaluation, paths
 from ecqg.io import read_jsonl, write_json
+from ecqg.run_files import read_run
 
 SYSTEM_LABELS = {
     "tfidf": "TF-IDF",
@@ -86,7 +87,7 @@ def evaluate_systems(systems: Sequence[str], test_sets: Mapping[str, list[dict]]
                      seed_runs: Mapping[str, Sequence[str]] | None = None) -> Evaluation:
     """Score every system's run on every test set; a missing run file is an error, not a blank row.
 
-    ``seed_runs``: a system trained with several seeds -> its run names (``ecqg.retrieval.pipeline.seed_runs``). Its
+    ``seed_runs``: a system trained with several seeds -> its run names (``ecqg.pipeline.dense.seed_runs``). Its
     hits are then a question x seed x rank stack: the table gives the seed-mean with the spread over seeds, and
     paired differences compare seed-means question by question. Other systems are their own single run.
     """
@@ -101,7 +102,7 @@ def evaluate_systems(systems: Sequence[str], test_sets: Mapping[str, list[dict]]
                 if not run_path.is_file():
                     raise FileNotFoundError(f"{run_path}: no run '{run}' of system '{system}' on '{name}' "
                                             "(run `dvc repro`)")
-                matrices.append(evaluation.hit_matrix(evaluation.read_run(run_path), questions, text_of,
+                matrices.append(evaluation.hit_matrix(read_run(run_path), questions, text_of,
                                                       k_max=depth))
             matrix = matrices[0] if len(matrices) == 1 else np.stack(matrices, axis=1)
             hits[(system, name)] = matrix

@@ -12,15 +12,10 @@ import time
 from typing import Any, Mapping
 
 from ecqg import paths
-from ecqg.data.records import read_corpus, read_squad2_unanswerable
+from ecqg.data.records import read_squad2_unanswerable
 from ecqg.io import empty_directory
-from ecqg.qg_pipeline import GENERATORS
-
-
-def passages_by_id(ids: set[str] | None = None) -> dict[str, dict]:
-    """Corpus passages ``id -> {title, text}`` (only ``ids`` when given)."""
-    return {p["id"]: {"title": p["title"], "text": p["text"]} for p in read_corpus(paths.CORPUS)
-            if ids is None or p["id"] in ids}
+from ecqg.paths import GENERATORS
+from ecqg.pipeline.common import passages_by_id  # noqa: F401  (notebooks 03 / 04 / 06 read passages through here)
 
 
 def generated_questions() -> dict[str, list[dict]]:
@@ -47,7 +42,7 @@ def mrc_data(params: Mapping) -> tuple[list[dict], list[dict], dict]:
     from ecqg.filtering import mrc_examples, split_by_passage
 
     mrc = params["mrc"]
-    from ecqg.qg_pipeline import gold_triples
+    from ecqg.pipeline.question_generation import gold_triples
 
     triples, passages, _ = gold_triples(params)  # the bundle's triples, or the paper profile's DPR positives
     unanswerable = list(read_squad2_unanswerable(params["data"]["mrc_unanswerable"]))
@@ -69,7 +64,7 @@ def reader(params: Mapping, train: list[dict], progress: bool = True) -> tuple[A
     saved to ``outputs/filtering/mrc_model``, its checkpoints dropped once it is saved. Returns model, tokenizer,
     training figures (None when not trained)."""
     from ecqg.filtering import build_mrc_model, save_mrc, train_mrc
-    from ecqg.retrieval.pipeline import fingerprint
+    from ecqg.pipeline.common import fingerprint
 
     mrc = params["mrc"]
     model, tokenizer = build_mrc_model(mrc["model"], seed=params["seed"])
@@ -121,13 +116,13 @@ def stage2(records: list[dict], passages: Mapping, params: Mapping, progress: bo
     """Stage 2: the baseline DPR's score and own-passage rank for each survivor, then the hardness cut (the model of
     the primary seed, ``dpr.seeds[0]``)."""
     from ecqg.filtering import dpr_hardness, hardness_filter
-    from ecqg.retrieval.biencoder import BiEncoder
-    from ecqg.retrieval.dense import load_index
-    from ecqg.retrieval.pipeline import primary_seed
+    from ecqg.retrieval.faiss_index import load_index
+    from ecqg.pipeline.common import primary_seed
+    from ecqg.retrieval.retriever import load_retriever
 
     f = params["filtering"]
     seed = primary_seed(params)
-    model = BiEncoder.load(paths.model_dir("baseline", seed))
+    model = load_retriever(paths.model_dir("baseline", seed))
     index, ids = load_index(paths.dense_index_dir("baseline", seed))
     scores = dpr_hardness(model, records, passages, index, ids, depth=f["depth"],
                           batch_size=params["dpr"]["encode"]["batch_size"], progress=progress)

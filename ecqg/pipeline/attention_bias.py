@@ -14,15 +14,10 @@ import pandas as pd
 from ecqg import paths
 from ecqg.attention import AttentionStudy, select_entities
 from ecqg.data.records import read_corpus
-from ecqg.io import read_jsonl
+from ecqg.pipeline.common import test_gold_ids
 
 # The paper's reported position bias of its DPR passage encoder (Section 3).
 PAPER_POSITION_BIAS = {"highest_first_half": 0.65, "lowest_second_half": 0.60}
-
-
-def test_gold_ids(test_sets: Mapping[str, str]) -> set[str]:
-    """Gold passage ids of every prepared test set (NQ carries them)."""
-    return {pid for name in test_sets for _, q in read_jsonl(paths.questions_file(name)) for pid in q["gold_ids"]}
 
 
 def sample_passages(params: Mapping) -> tuple[list[dict], dict]:

@@ -18,7 +18,7 @@ import pandas as pd
 from ecqg import evaluation, mechanism, paths
 from ecqg.data.records import read_corpus
 from ecqg.io import read_jsonl
-from ecqg.retrieval import pipeline
+from ecqg.pipeline import dense as pipeline
 
 log = logging.getLogger(__name__)
 

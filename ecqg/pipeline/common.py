@@ -1,0 +1,49 @@
+"""What several stages share: the training seeds, fingerprints of settings, the test sets' gold passages (never a
+source of synthetic questions) and corpus look-ups."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Mapping
+
+from ecqg import paths
+from ecqg.data.records import read_corpus
+from ecqg.io import read_jsonl
+
+
+def seeds(params: Mapping) -> list[int]:
+    """The training seeds of every dense variant (``dpr.seeds``): one model per variant and seed."""
+    return list(params["dpr"]["seeds"])
+
+
+def primary_seed(params: Mapping) -> int:
+    """The seed whose models feed the analyses that need one model per variant (stages 01, 03, 06's attention)."""
+    return seeds(params)[0]
+
+
+def pretrain_only_seeds(params: Mapping) -> list[int]:
+    """The seeds whose pre-trained-only models are also searched with (``evaluation.pretrain_only_seeds``)."""
+    return list(params["evaluation"]["pretrain_only_seeds"])
+
+
+def fingerprint(*parts: Any) -> str:
+    """A short, stable hash of JSON-able settings (names a run's checkpoint directory)."""
+    blob = json.dumps(parts, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def fingerprint_int(*parts: Any) -> int:
+    """A stable integer seed from parts (so each generation call has its own, reproducible stream)."""
+    return int(hashlib.sha256(repr(parts).encode()).hexdigest()[:12], 16)
+
+
+def test_gold_ids(test_sets: Mapping[str, str]) -> set[str]:
+    """Gold passage ids of every prepared test set (NQ carries them)."""
+    return {pid for name in test_sets for _, q in read_jsonl(paths.questions_file(name)) for pid in q["gold_ids"]}
+
+
+def passages_by_id(ids: set[str] | None = None) -> dict[str, dict]:
+    """Corpus passages ``id -> {title, text}`` (only ``ids`` when given)."""
+    return {p["id"]: {"title": p["title"], "text": p["text"]} for p in read_corpus(paths.CORPUS)
+            if ids is None or p["id"] in ids}

@@ -1,0 +1,121 @@
+"""Sampling questions with top-k / top-p, seeded per batch (a batch gives the same samples wherever it sits in
+the run); the sample score is the mean log-probability (under the model, before top-k/top-p) of the sampled
+tokens."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import Counter
+from typing import Any, Iterable, Mapping, Sequence
+
+from ecqg.qg.architectures import is_prefix_lm
+from ecqg.qg.entities import mentions
+from ecqg.qg.format import format_source, parse_target, relexicalise
+from ecqg.text import entity_key
+
+log = logging.getLogger(__name__)
+
+
+
+def _batch_seed(seed: int, keys: Iterable[str]) -> int:
+    digest = hashlib.sha256(("\x00".join([str(seed), *keys])).encode()).digest()
+    return int.from_bytes(digest[:8], "big") % (2**63)
+
+
+def _input_key(inp: Mapping[str, Any]) -> str:
+    return f"{inp['passage_id']}\x01{entity_key(inp['entity']) if inp.get('entity') else ''}"
+
+
+def generate_questions(model, tokenizer, inputs: Sequence[Mapping[str, Any]], *, marking: str | None = None,
+                       top_k: int = 10, top_p: float = 0.9, samples: int = 1, batch_size: int = 32,
+                       max_new_tokens: int = 48, source_max_length: int = 256, window_words: int | None = None,
+                       placeholder: str | None = None, require_entity: bool = False, seed: int = 0,
+                       progress: bool = True) -> tuple[list[dict], Counter]:
+    """Sample ``samples`` (answer, question) pairs per input with top-k / top-p; returns ``(records, drop_counts)``.
+
+    ``inputs``: ``{"passage_id", "title", "text", "entity", "entity_start", "entity_label"}``. The generator is
+    ``con`` when ``marking`` is given (each input then needs an entity), else ``uncon``. Records:
+    ``{"id", "passage_id", "entity", "entity_label", "question", "answer", "generator", "sample_score", "sample"}``;
+    unparsable outputs are dropped and counted by reason (``drop_counts``; ``generated`` counts every sample).
+    ``require_entity`` also drops con questions that do not mention their entity (``entity_not_mentioned``): off for
+    evaluation (which reports the raw mention rate), on where the pipeline needs questions about the entity.
+    ``placeholder`` (con): a generated placeholder is replaced by the input's entity (:func:`relexicalise`); con
+    records then carry ``entity_via_placeholder``.
+    """
+    import torch
+    from tqdm.auto import tqdm
+
+    from ecqg.models import inference
+
+    generator = "con" if marking else "uncon"
+    if samples < 1 or batch_size < 1:
+        raise ValueError(f"samples and batch_size must be >= 1, got {samples} and {batch_size}")
+    sources = []
+    keys: dict[str, int] = {}
+    for n, inp in enumerate(inputs):
+        if marking and not inp.get("entity"):
+            raise ValueError(f"input {n} (passage {inp.get('passage_id')!r}) has no entity for the con generator")
+        if keys.setdefault(_input_key(inp), n) != n:
+            raise ValueError(f"input {n} repeats input {keys[_input_key(inp)]} (passage {inp['passage_id']!r}, "
+                             f"entity {inp.get('entity')!r}): ask for more samples instead")
+        sources.append(format_source(inp.get("title", ""), inp["text"], inp.get("entity"), inp.get("entity_start"),
+                                     marking, window_words=window_words))
+    records: list[dict] = []
+    drops: Counter = Counter()
+    pad = tokenizer.pad_token_id if is_prefix_lm(model) else model.generation_config.pad_token_id
+    bar = tqdm(total=len(inputs), desc=f"QG generate ({generator})", disable=not progress)
+    with inference(model) as device:
+        for lo in range(0, len(inputs), batch_size):
+            batch = inputs[lo : lo + batch_size]
+            enc = tokenizer(sources[lo : lo + batch_size], max_length=source_max_length, truncation=True,
+                            padding=True, return_tensors="pt").to(device)
+            enc.pop("token_type_ids", None)
+            tokens, scores = _sample_batch(model, tokenizer, enc, _batch_seed(seed, (_input_key(i) for i in batch)),
+                                           top_k=top_k, top_p=top_p, samples=samples, max_new_tokens=max_new_tokens)
+            keep = (tokens != pad) & torch.isfinite(scores)
+            mean_lp = (scores.masked_fill(~keep, 0).sum(1) / keep.sum(1).clamp(min=1)).tolist()
+            texts = tokenizer.batch_decode(tokens, skip_special_tokens=True, clean_up_tokenization_spaces=True)
+            for j, text in enumerate(texts):
+                inp, s = batch[j // samples], j % samples
+                drops["generated"] += 1
+                parsed, reason = parse_target(text)
+                if parsed is None:
+                    drops[reason] += 1
+                    continue
+                via_placeholder = None
+                if placeholder and marking:
+                    parsed["question"], via_placeholder = relexicalise(parsed["question"], inp["entity"], placeholder)
+                    parsed["answer"] = relexicalise(parsed["answer"], inp["entity"], placeholder)[0]
+                if require_entity and marking and not mentions(parsed["question"], inp["entity"]):
+                    drops["entity_not_mentioned"] += 1
+                    continue
+                key = hashlib.sha1(_input_key(inp).encode()).hexdigest()[:10]
+                records.append({"id": f"qg-{generator}-{key}-{s}", "passage_id": inp["passage_id"],
+                                "entity": inp.get("entity"), "entity_label": inp.get("entity_label"),
+                                "question": parsed["question"], "answer": parsed["answer"], "generator": generator,
+                                "sample_score": round(float(mean_lp[j]), 6), "sample": s,
+                                **({} if via_placeholder is None else {"entity_via_placeholder": via_placeholder})})
+            bar.update(len(batch))
+    bar.close()
+    return records, drops
+
+
+def _sample_batch(model, tokenizer, enc, seed: int, *, top_k: int, top_p: float, samples: int,
+                  max_new_tokens: int):
+    """``(tokens, log_probs)`` of ``samples`` top-k / top-p samples per source, consecutive per source: generated
+    tokens and their log-probabilities under the model before top-k / top-p (padding after a sample ends)."""
+    import torch
+
+    if is_prefix_lm(model):
+        from ecqg.qg.prefix_lm import sample
+
+        generator = torch.Generator(device=enc["input_ids"].device).manual_seed(seed)
+        return sample(model, enc["input_ids"], enc["attention_mask"], start_id=tokenizer.cls_token_id,
+                      stop_id=tokenizer.sep_token_id, pad_id=tokenizer.pad_token_id, samples=samples, top_k=top_k,
+                      top_p=top_p, max_new_tokens=max_new_tokens, generator=generator)
+    torch.manual_seed(seed)
+    out = model.generate(**enc, do_sample=True, top_k=top_k, top_p=top_p, num_return_sequences=samples,
+                         max_new_tokens=max_new_tokens, output_logits=True, return_dict_in_generate=True)
+    scores = model.compute_transition_scores(out.sequences, out.logits, normalize_logits=True)
+    return out.sequences[:, -scores.shape[1]:], scores

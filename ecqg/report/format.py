@@ -1,0 +1,92 @@
+"""Markdown building blocks of the report: tables, numbers with CIs, p-values, labels, constants."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ecqg.encoder_comparison import ENCODER_LABELS
+from ecqg.io import read_json
+from ecqg.pipeline.results import SYSTEM_LABELS
+
+SECTION = re.compile(r"<!-- results:([A-Za-z0-9_-]+):(start|end) -->")
+TABLE3_ORDER = ("tfidf", "bm25", "minilm_untrained", "dpr_uncon_pre", "dpr_mixed_pre", "dpr_baseline", "dpr_uncon",
+                "dpr_mixed")
+LABELS = {**SYSTEM_LABELS, "dpr_uncon": "UnCon-DPR (ours)", "dpr_mixed": "Mixed-DPR (ours)"}
+# What the bundled base encoder already learned: said next to every dense number it underlies.
+BASE_ENCODER_NOTE = (
+    "The dense rows start from the bundled sentence-transformers all-MiniLM-L6-v2, not from a plain BERT: it was "
+    "trained contrastively on about a billion pairs, among them Natural Questions, TriviaQA, SQuAD and the 64M "
+    "synthetic PAQ questions (its model card lists its training sets). So unconditioned synthetic pre-training at "
+    "scale has already happened inside every dense row (UnCon-DPR adds a few more such questions to 64M), "
+    "WebQuestions and TriviaQA are not zero-shot for it, and NQ's training questions were seen. What this setting "
+    "can test is the paper's specific claim: conditioning on the least-attended entities spreads attention and helps "
+    "the questions about them (see the mechanism slices).")
+KS = (1, 5, 20, 100)
+SYNTHETIC_STAGES = (("question_generation", "02 question generation"), ("filtering", "03 filtering"),
+                    ("mixing", "04 mixing"))
+# Pipeline order of the stage_<name>.json files; names not listed follow in alphabetical order.
+STAGE_ORDER = ("prepare", "index_bm25", "index_tfidf", "retrieve_bm25", "retrieve_tfidf", "training_data",
+               "05_dpr_training.baseline", "retrieve_dense_untrained", "retrieve_dense_baseline",
+               "01_attention_bias", "02_question_generation", "03_filtering", "04_mixing",
+               "05_dpr_training.uncon", "05_dpr_training.mixed", "retrieve_dense_uncon_pre",
+               "retrieve_dense_mixed_pre", "retrieve_dense_uncon", "retrieve_dense_mixed",
+               "06_results_and_attention_entropy", "07_mechanism")
+
+
+
+def load_metrics(metrics_dir: Path, name: str) -> dict | None:
+    path = metrics_dir / name
+    return read_json(path, dict, "a JSON object") if path.is_file() else None
+
+
+def missing_note(metrics_dir: Path, name: str, stage: str) -> str:
+    return f"_The {stage} stage has not run yet (no `{metrics_dir / name}`)._\n"
+
+
+def md_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: Sequence[str] | None = None) -> str:
+    align = align or ["l"] + ["r"] * (len(header) - 1)
+    rule = ["---:" if a == "r" else "---" for a in align]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(rule) + " |"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def num(x, digits: int = 1, signed: bool = False) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
+
+
+def with_ci(node: Mapping, key: str, low: str, high: str, digits: int = 1, signed: bool = False) -> str:
+    if node.get(key) is None:
+        return "–"
+    text = num(node[key], digits, signed)
+    if node.get(low) is None or node.get(high) is None:
+        return text
+    return f"{text} [{num(node[low], digits, signed)}, {num(node[high], digits, signed)}]"
+
+
+def pval(x) -> str:
+    return "–" if x is None else ("< .001" if x < 0.001 else f"{x:.3f}")
+
+
+def ordered(keys, order: Sequence[str]) -> list[str]:
+    keys = list(keys)
+    return [k for k in order if k in keys] + sorted(k for k in keys if k not in order)
+
+
+def label(system: str) -> str:
+    return LABELS.get(system, ENCODER_LABELS.get(system, system))
+
+
+def accuracy_cell(node: Mapping, k: int) -> str:
+    """``71.5 [69.9, 73.2]``, or ``71.5 ± 0.4 [69.9, 73.2]`` for a seed-mean (sd over seeds)."""
+    text = with_ci(node, f"top{k}", f"top{k}_ci_low", f"top{k}_ci_high")
+    sd = node.get(f"top{k}_seed_sd")
+    if sd is None or text == "–":
+        return text
+    value, _, interval = text.partition(" ")
+    return f"{value} ± {num(sd)} {interval}".rstrip()

@@ -1,0 +1,266 @@
+"""The report's sections rendered from metrics files: settings, Table 3 (with the base encoder's history), the
+attention bias, the dense models' attention and the Table 1 probe, the synthetic-data stages, the wall times."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from ecqg.encoder_comparison import ENCODER_LABELS, PAPER
+from ecqg.io import read_json
+from ecqg.pipeline.results import DATASET_LABELS, PAPER_TABLE3, SUBSET_LABELS
+from ecqg.report.format import (BASE_ENCODER_NOTE, KS, STAGE_ORDER, TABLE3_ORDER, accuracy_cell, label,
+                                 load_metrics, md_table, num, ordered, pval, with_ci)
+
+
+
+def _paper_cells(dataset: str, subset: str) -> dict[tuple[str, int], float]:
+    rows = PAPER_TABLE3[(PAPER_TABLE3.dataset == dataset) & (PAPER_TABLE3.subset == subset)]
+    return {(r.system, int(r.k)): float(r.paper_accuracy) for r in rows.itertuples()}
+
+
+def render_table3(table3: Mapping) -> str:
+    """Top-k accuracy (%) with 95% CIs, one table per test set / subset, systems in the paper's order, the paper's
+    numbers beside ours where it reports them; then the paired differences the results stage computed."""
+    setting, accuracy = table3.get("setting", {}), table3.get("accuracy", {})
+    out = ["#### Table 3: top-k retrieval accuracy\n"]
+    facts = [f"profile `{setting['profile']}`" if "profile" in setting else None,
+             f"{setting['corpus_passages']:,} corpus passages" if "corpus_passages" in setting else None]
+    if any(facts):
+        seeds = sorted({c.get("seeds", 1) for subs in accuracy.values() for sets in subs.values()
+                        for c in sets.values()})
+        spread = f" Dense rows trained with {seeds[-1]} seeds: mean ± sd over seeds." if seeds[-1] > 1 else ""
+        out.append("Setting: " + ", ".join(f for f in facts if f) + ". Cells: accuracy % [95% bootstrap CI]."
+                   + spread + "\n")
+    if setting.get("note"):
+        out.append(f"_{setting['note']}._\n")
+    if setting.get("base_model") == "bundled:minilm":
+        out.append(f"**What the base encoder already knows.** {BASE_ENCODER_NOTE}\n")
+    if any(s.endswith("_pre") for s in accuracy):
+        out.append("_Pre-training only_: UnCon / Mixed right after synthetic pre-training, before fine-tuning "
+                   "(the synthetic data's own effect on the base encoder).\n")
+    systems = ordered(accuracy, TABLE3_ORDER)
+    panels = list(dict.fromkeys((d, s) for sys_ in systems for d, subs in accuracy[sys_].items() for s in subs))
+    for dataset, subset in panels:
+        cells = {s: accuracy[s][dataset][subset] for s in systems if subset in accuracy[s].get(dataset, {})}
+        ns = sorted({c.get("n") for c in cells.values()}, key=str)
+        ks = [k for k in KS if any(f"top{k}" in c for c in cells.values())]
+        paper = _paper_cells(dataset, subset)
+        paper_ks = sorted({k for _, k in paper})
+        header = ["system"] + [f"Top-{k}" for k in ks] + [f"paper Top-{k}" for k in paper_ks]
+        rows = []
+        for system, node in cells.items():
+            rows.append([label(system)] + [accuracy_cell(node, k) for k in ks]
+                        + [num(paper.get((system, k))) for k in paper_ks])
+        n_text = ", ".join(f"n={n}" for n in ns)
+        out.append(f"**{DATASET_LABELS.get(dataset, dataset)} {SUBSET_LABELS.get(subset, subset)}** ({n_text})\n")
+        out.append(md_table(header, rows))
+    if any(PAPER_TABLE3.system.isin(systems)):
+        out.append("Paper columns: the paper's Table 3 on the 21M-passage Wikipedia; compare orderings, not levels.\n")
+    paired = table3.get("paired", {})
+    if paired:
+        out.append("Paired differences A - B on the same questions (points [95% CI], bootstrap p):\n")
+        rows = []
+        for pair, by_set in paired.items():
+            a, _, b = pair.partition("_minus_")
+            for dataset, subs in by_set.items():
+                for subset, node in subs.items():
+                    rows.append([f"{label(a)} - {label(b)}",
+                                 f"{DATASET_LABELS.get(dataset, dataset)} {SUBSET_LABELS.get(subset, subset)}",
+                                 str(node.get("n", "–"))]
+                                + [f"{with_ci(node, f'top{k}_diff', f'top{k}_ci_low', f'top{k}_ci_high', signed=True)}, "
+                                   f"p {pval(node.get(f'top{k}_p'))}" if f"top{k}_diff" in node else "–" for k in KS])
+        out.append(md_table(["pair", "test set", "n"] + [f"Top-{k}" for k in KS], rows, ["l", "l"] + ["r"] * 5))
+    return "\n".join(out)
+
+
+def render_attention_bias(bias: Mapping) -> str:
+    """Stage 01: position bias of the highest / lowest-attended entities and the entropy, per encoder."""
+    out = ["#### Attention bias (stage 01)\n"]
+    sampling = bias.get("sampling", {})
+    if sampling:
+        out.append(f"{sampling.get('sampled', '?')} passages sampled from a pool of {sampling.get('pool', '?'):,}"
+                   + (f" ({sampling['excluded_test_gold']:,} test gold passages excluded)"
+                      if sampling.get("excluded_test_gold") else "") + ".\n")
+    rows = []
+    for key, node in bias.get("encoders", {}).items():
+        rows.append([ENCODER_LABELS.get(key, label(key)), str(node.get("passages", "–")),
+                     str(node.get("passages_with_enough_entities", node.get("n_passages", "–"))),
+                     num(node.get("mean_entropy"), 2), num(_pct(node.get("mean_first_sentence_share"))),
+                     _pct_ci(node, "highest_first_half"), _pct_ci(node, "lowest_second_half")])
+    paper = bias.get("paper", {})
+    if paper:
+        rows.append(["paper (BERT-base DPR)", "–", "–", "–", "–", num(_pct(paper.get("highest_first_half"))),
+                     num(_pct(paper.get("lowest_second_half")))])
+    out.append(md_table(["encoder", "passages", "with enough entities", "entropy (nats)", "first-sentence share %",
+                       "highest in 1st half %", "lowest in 2nd half %"], rows))
+    return "\n".join(out)
+
+
+def _pct(x):
+    return None if x is None else 100.0 * x
+
+
+def _pct_ci(node: Mapping, key: str) -> str:
+    ci = node.get(f"{key}_ci") or [None, None]
+    return with_ci({"v": _pct(node.get(key)), "lo": _pct(ci[0]), "hi": _pct(ci[1])}, "v", "lo", "hi")
+
+
+def render_encoder_comparison(comparison: Mapping) -> str:
+    """The three dense models on the same passages: entropy and later-sentence share with CIs, paired differences
+    (points), and the Table 1 probe; the paper's numbers beside ours."""
+    out = ["#### Attention of the dense models (notebook 06)\n"]
+    setting = comparison.get("setting", {})
+    if setting.get("passages"):
+        out.append(f"{setting['passages']} passages, every model on the same ones; 95% bootstrap CIs"
+                   + (f" ({setting['n_boot']} resamples)" if setting.get("n_boot") else "") + ".\n")
+    if setting.get("note"):
+        out.append(f"_{setting['note']}._\n")
+    attention = comparison.get("attention", {})
+    rows = []
+    for key, node in attention.get("encoders", {}).items():
+        rows.append([ENCODER_LABELS.get(key, key), str(node.get("entropy_n", "–")),
+                     with_ci(node, "entropy", "entropy_ci_low", "entropy_ci_high", 2),
+                     num(PAPER["entropy"].get(key), 2),
+                     with_ci(node, "later_sentence_share", "later_sentence_share_ci_low",
+                         "later_sentence_share_ci_high")])
+    if rows:
+        out.append(md_table(["encoder", "n", "entropy (nats)", "paper entropy", "later-sentence share %"], rows))
+    rows = []
+    for pair, node in attention.get("paired", {}).items():
+        a, _, b = pair.partition("_minus_")
+        rows.append([f"{ENCODER_LABELS.get(a, a)} - {ENCODER_LABELS.get(b, b)}",
+                     str(node.get("later_sentence_share_n", "–")),
+                     with_ci(node, "entropy_diff", "entropy_ci_low", "entropy_ci_high", 3, signed=True)
+                     + f", p {pval(node.get('entropy_p'))}",
+                     with_ci(node, "later_sentence_share_diff", "later_sentence_share_ci_low",
+                         "later_sentence_share_ci_high", 2, signed=True)
+                     + f", p {pval(node.get('later_sentence_share_p'))}",
+                     num(PAPER["later_sentence_share_diff"].get(pair), 1, signed=True)])
+    if rows:
+        out.append("Paired over passages (A - B):\n")
+        out.append(md_table(["pair", "n", "entropy diff (nats)", "later-sentence share diff (points)",
+                           "paper (points)"], rows))
+    probe = comparison.get("table1_probe", {})
+    if probe:
+        out.append("Table 1 probe: questions about each passage's highest- vs lowest-attended entity, scored against "
+                   "their own passage (dot product). Levels depend on the encoder (MiniLM here, BERT-base in the "
+                   "paper); the gap is what compares.\n")
+        rows = []
+        for key, node in probe.items():
+            paper = PAPER["table1_probe"].get(key, {})
+            rows.append([ENCODER_LABELS.get(key, key), str(node.get("n_passages", "–")),
+                         with_ci(node, "highest", "highest_ci_low", "highest_ci_high", 2),
+                         with_ci(node, "lowest", "lowest_ci_low", "lowest_ci_high", 2),
+                         with_ci(node, "difference", "difference_ci_low", "difference_ci_high", 2, signed=True)
+                         + f", p {pval(node.get('difference_p'))}",
+                         with_ci(node, "highest_wins", "highest_wins_ci_low", "highest_wins_ci_high"),
+                         f"{paper['highest']} vs {paper['lowest']}" if paper else "–"])
+        out.append(md_table(["encoder", "passages", "highest", "lowest", "gap", "highest wins %", "paper"], rows))
+    return "\n".join(out)
+
+
+def _flatten(tree: Mapping, prefix: str = "") -> list[tuple[str, object]]:
+    items = []
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            items += _flatten(value, name + ".")
+        else:
+            items.append((name, value))
+    return items
+
+
+def _value(v) -> str:
+    if isinstance(v, float):
+        return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(_value(x) for x in v)
+    return "`" + str(v).replace("|", "\\|") + "`" if isinstance(v, str) else str(v)
+
+
+def render_generic(metrics: Mapping, title: str) -> str:
+    """Any metrics file as a key / value table (nested keys dotted), so new keys show up without code changes."""
+    return f"#### {title}\n\n" + md_table(["metric", "value"], [[f"`{k}`", _value(v)] for k, v in _flatten(metrics)])
+
+
+def render_wall_times(metrics_dir: Path, declared: set[str] | None = None) -> str:
+    """Every stage's wall time (``stage_<name>.json``), in pipeline order, and the total. ``declared``: the metrics
+    files the current pipeline declares (``ecqg.dvc_stages.metric_files``); stage files outside it are left from an
+    earlier run of the profile (more seeds, a renamed stage) and are left out, and counted."""
+    times, stale = {}, []
+    for path in sorted(metrics_dir.glob("stage_*.json")):
+        if declared is not None and path.as_posix() not in declared and str(path) not in declared:
+            stale.append(path.name)
+            continue
+        node = read_json(path, dict, "a JSON object")
+        if "wall_time_s" not in node:
+            raise ValueError(f"{path}: no 'wall_time_s' (every stage logs its wall time)")
+        times[path.stem.removeprefix("stage_")] = float(node["wall_time_s"])
+    if not times:
+        return "#### Stage wall times\n\n_No stage has run yet._\n"
+    rows = [[f"`{s}`", f"{times[s]:,.1f}", f"{times[s] / 60:.1f}"] for s in sorted(times, key=_stage_position)]
+    total = sum(times.values())
+    rows.append(["**total**", f"**{total:,.1f}**", f"**{total / 60:.1f}**"])
+    note = (f" {len(stale)} stage file(s) of earlier runs that the current pipeline no longer declares are left "
+            f"out ({', '.join(stale[:4])}{', ...' if len(stale) > 4 else ''}).") if stale else ""
+    return (f"#### Stage wall times\n\nLast run of each stage, from `stage_<name>.json`.{note}\n\n"
+            + md_table(["stage", "seconds", "minutes"], rows))
+
+
+def _stage_position(name: str) -> tuple[int, str]:
+    """Pipeline order; a seeded run (``05_dpr_training.baseline-2022``) sits where its variant does."""
+    base = re.sub(r"-\d+$", "", name)
+    return (STAGE_ORDER.index(base) if base in STAGE_ORDER else len(STAGE_ORDER), name)
+
+
+def _stage_files(metrics_dir: Path) -> dict[str, dict]:
+    out = {}
+    for path in sorted(metrics_dir.glob("stage_*.json")):
+        out[path.stem.removeprefix("stage_")] = read_json(path, dict, "a JSON object")
+    return out
+
+
+def render_settings(metrics_dir: Path) -> str:
+    """What this profile's run was: sizes and steps read back from its metrics, and the day it finished."""
+    table3 = load_metrics(metrics_dir, "table3.json") or {}
+    setting = table3.get("setting", {})
+    qg = load_metrics(metrics_dir, "question_generation.json") or {}
+    filtering = load_metrics(metrics_dir, "filtering.json") or {}
+    mixing = load_metrics(metrics_dir, "mixing.json") or {}
+    training = {p.stem: read_json(p, dict, "a JSON object") for p in sorted(metrics_dir.glob("dpr_*_training.json"))}
+    baseline = next((v for k, v in training.items() if k.startswith("dpr_baseline_")), {})
+    synthetic = next((v for k, v in training.items() if k.startswith("dpr_mixed_")), {})
+    rows = []
+
+    def add(name, value):
+        if value not in (None, "", {}):
+            rows.append([name, _value(value) if not isinstance(value, str) else value])
+
+    add("corpus passages", setting.get("corpus_passages"))
+    add("test questions", ", ".join(f"{DATASET_LABELS.get(k, k)} {v:,}"
+                                    for k, v in setting.get("questions", {}).items()))
+    add("dense training seeds", setting.get("dpr_seeds"))
+    add("base encoder", setting.get("base_model"))
+    add("QG steps per generator", qg.get("training", {}).get("uncon", {}).get("steps"))
+    add("filter stage 1", filtering.get("stage1_rule"))
+    mrc = filtering.get("mrc", {})
+    if mrc.get("has_ans_f1") is not None:
+        add("reader has-answer F1 / no-answer accuracy", f"{mrc['has_ans_f1']:.1f} / "
+            f"{mrc.get('no_answer_accuracy', float('nan')):.1f}")
+    add("synthetic questions per set (UnCon / Mixed)",
+        f"{mixing['sizes']['uncon']:,} / {mixing['sizes']['mixed']:,}" if mixing.get("sizes") else None)
+    pre = synthetic.get("pretrain", {})
+    add("synthetic pre-training (records / steps)",
+        f"{pre['train_examples']:,} / {pre['steps']:,}" if pre.get("steps") else None)
+    add("gold fine-tuning (records / steps)",
+        f"{baseline['train_examples']:,} / {baseline['steps']:,}" if baseline.get("steps") else None)
+    stages = _stage_files(metrics_dir)
+    finished = sorted({v["finished"] for v in stages.values() if v.get("finished")})
+    add("stage time in all (min)", f"{sum(float(v.get('wall_time_s', 0)) for v in stages.values()) / 60:.1f}"
+        if stages else None)
+    add("run finished (UTC)", finished[-1] if finished else None)
+    return md_table(["setting", "value"], rows) if rows else ""

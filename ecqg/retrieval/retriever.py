@@ -1,0 +1,166 @@
+"""The dense-retriever interface every part of the pipeline goes through, and the registry that names retrievers.
+
+Why (after Tevatron's ``EncoderModel``, whose subclasses own ``encode_*`` and the similarity): training, corpus
+encoding, FAISS search, the attention study and the probes all need the same few things from a retriever, so a new
+retriever is one module with one class and one registry entry, and nothing else changes.
+
+A retriever
+
+* tokenises (``tokenize_queries`` / ``tokenize_passages``, padded tensors; ``query_features`` /
+  ``passage_features``, unpadded, for length-sorted batches): passages as ``[CLS] title [SEP] text [SEP]``, only the
+  text cut, as DPR;
+* encodes: ``encode_queries(batch) -> (B, d)``; ``encode_passages(batch) -> (B, d)``, or ``(B, K, d)`` when it
+  gives each passage ``K = vectors_per_passage`` vectors;
+* scores: ``train_scores(q, p)`` is the score the training loss uses, ``scores(q, p)`` the retrieval score
+  (``Bq x Bp``; a multi-vector retriever's is ``max_k q . v_k``, what a search over all ``K x N`` vectors gives),
+  ``pair_scores(q, p)`` the retrieval score of aligned pairs (probes);
+* exposes ``passage_encoder`` (a transformers model: the attention analyses read its [CLS] attention), ``tokenizer``
+  and ``config`` (``base_model``, ``query_max_length``, ``passage_max_length``);
+* saves and loads itself: ordinary transformers checkpoints plus ``retriever.json``, whose ``kind`` names the class.
+
+The search side maps vectors back to passages (``ecqg.retrieval.dense``): with ``K`` vectors per passage the index
+holds ``K x N`` rows and each passage keeps its best.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+import torch
+
+from ecqg.retrieval.choices import RETRIEVERS
+
+CONFIG_FILE = "retriever.json"
+LEGACY_CONFIG_FILE = "bi_encoder.json"      # models saved before the registry: always a bi-encoder
+# Registry name -> the module that defines (and registers) it; imported on first use, so naming a retriever in
+# params costs nothing until it is built. A new retriever: one module with one @register class, one line there.
+BUILTIN = RETRIEVERS
+REGISTRY: dict[str, type["Retriever"]] = {}
+
+
+def register(cls: type["Retriever"]) -> type["Retriever"]:
+    """Class decorator: make ``cls`` buildable and loadable by its ``kind``."""
+    if not getattr(cls, "kind", None):
+        raise ValueError(f"{cls.__name__}: a retriever needs a class attribute kind")
+    REGISTRY[cls.kind] = cls
+    return cls
+
+
+def retriever_class(kind: str) -> type["Retriever"]:
+    if kind not in REGISTRY and kind in BUILTIN:
+        importlib.import_module(BUILTIN[kind])
+    if kind not in REGISTRY:
+        raise ValueError(f"unknown retriever '{kind}'; known: {sorted(set(REGISTRY) | set(BUILTIN))}")
+    return REGISTRY[kind]
+
+
+def saved_kind(directory: str | Path) -> str:
+    """The ``kind`` of a saved retriever (``retriever.json``; an older ``bi_encoder.json`` is a bi-encoder)."""
+    directory = Path(directory)
+    if (directory / CONFIG_FILE).is_file():
+        return json.loads((directory / CONFIG_FILE).read_text(encoding="utf-8"))["kind"]
+    if (directory / LEGACY_CONFIG_FILE).is_file():
+        return "biencoder"
+    raise FileNotFoundError(f"{directory}: not a saved retriever (no {CONFIG_FILE})")
+
+
+def is_saved_retriever(directory: str | Path) -> bool:
+    directory = Path(directory)
+    return (directory / CONFIG_FILE).is_file() or (directory / LEGACY_CONFIG_FILE).is_file()
+
+
+def load_retriever(directory: str | Path, **model_kwargs) -> "Retriever":
+    """Load any saved retriever (``model_kwargs``: e.g. ``attn_implementation="eager"`` to read attentions)."""
+    return retriever_class(saved_kind(directory)).load(directory, **model_kwargs)
+
+
+def build_retriever(kind: str, base_model: str, **settings: Any) -> "Retriever":
+    """A new retriever of ``kind`` initialised from ``base_model`` (hub id, directory or ``bundled:minilm``)."""
+    return retriever_class(kind).from_base(base_model, **settings)
+
+
+class Retriever(torch.nn.Module):
+    """Base class; subclasses set ``kind`` and implement ``from_base``, ``load``, ``save`` and the two encoders."""
+
+    kind: ClassVar[str] = ""
+    query_encoder: torch.nn.Module
+    passage_encoder: torch.nn.Module
+
+    # --- what a subclass provides -------------------------------------------------------------------------------
+    @classmethod
+    def from_base(cls, ref: str, **settings: Any) -> "Retriever":
+        raise NotImplementedError
+
+    @classmethod
+    def load(cls, directory: str | Path, **model_kwargs) -> "Retriever":
+        raise NotImplementedError
+
+    def save(self, directory: str | Path) -> Path:
+        raise NotImplementedError
+
+    def encode_queries(self, batch) -> torch.Tensor:
+        raise NotImplementedError
+
+    def encode_passages(self, batch) -> torch.Tensor:
+        raise NotImplementedError
+
+    # --- shape ---------------------------------------------------------------------------------------------------
+    @property
+    def vectors_per_passage(self) -> int:
+        return 1
+
+    @property
+    def dim(self) -> int:
+        return int(self.passage_encoder.config.hidden_size)
+
+    # --- tokenisation ----------------------------------------------------------------------------------------------
+    def tokenize_queries(self, questions: Sequence[str]):
+        return self.tokenizer(list(questions), padding=True, truncation=True,
+                              max_length=self.config.query_max_length, return_tensors="pt")
+
+    def tokenize_passages(self, titles: Sequence[str], texts: Sequence[str]):
+        """``[CLS] title [SEP] text [SEP]``; only the text is cut when the pair is too long."""
+        return self.tokenizer(list(titles), list(texts), padding=True, truncation="only_second",
+                              max_length=self.config.passage_max_length, return_tensors="pt")
+
+    def query_features(self, questions: Sequence[str]) -> list[dict[str, list[int]]]:
+        """As :meth:`tokenize_queries`, unpadded, one dict per question (``tokenizer.pad`` takes them)."""
+        return _features(self.tokenizer(list(questions), truncation=True, max_length=self.config.query_max_length))
+
+    def passage_features(self, titles: Sequence[str], texts: Sequence[str]) -> list[dict[str, list[int]]]:
+        """As :meth:`tokenize_passages`, unpadded, one dict per passage."""
+        return _features(self.tokenizer(list(titles), list(texts), truncation="only_second",
+                                        max_length=self.config.passage_max_length))
+
+    def pad(self, features: list[dict[str, list[int]]]) -> dict[str, torch.Tensor]:
+        return self.tokenizer.pad(features, return_tensors="pt")
+
+    # --- similarity ------------------------------------------------------------------------------------------------
+    def scores(self, q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+        """Retrieval score of every question against every passage (``Bq x Bp``): the dot product, or for several
+        vectors per passage the best of them (what a search over all of them returns)."""
+        if p.dim() == 2:
+            return q @ p.T
+        return torch.einsum("qd,pkd->qpk", q, p).amax(dim=-1)
+
+    def train_scores(self, q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+        """The score the training loss uses; the retrieval score unless a retriever trains on another one."""
+        return self.scores(q, p)
+
+    def pair_scores(self, q, p):
+        """Retrieval score of aligned pairs, question i against passage i (``B``); numpy arrays (the encoders'
+        output in ``ecqg.retrieval.dense``) or tensors."""
+        if p.ndim == 2:
+            return (q * p).sum(-1)
+        if isinstance(p, np.ndarray):
+            return np.einsum("bd,bkd->bk", q, p).max(axis=-1)
+        return torch.einsum("bd,bkd->bk", q, p).amax(dim=-1)
+
+
+def _features(encoding) -> list[dict[str, list[int]]]:
+    keys = list(encoding.keys())
+    return [{k: encoding[k][i] for k in keys} for i in range(len(encoding["input_ids"]))]

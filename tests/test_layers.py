@@ -1,0 +1,65 @@
+"""The package is layered: entry points (stages, notebook runner, report) -> the pipeline layer -> the library, with
+no import going up a layer and no import cycle anywhere in ``ecqg`` (function-level imports included)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import networkx as nx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_stage_code_deps import REPO, _imports, _module_file  # noqa: E402
+
+ENTRY = ("ecqg.stages", "ecqg.notebook", "ecqg.report")
+PIPELINE = ("ecqg.pipeline",)
+MAX_LINES = 400
+
+
+def _modules() -> list[str]:
+    out = []
+    for path in sorted((REPO / "ecqg").rglob("*.py")):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        out.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return out
+
+
+def _layer(module: str) -> int:
+    if module.startswith(ENTRY):
+        return 2
+    if module.startswith(PIPELINE):
+        return 1
+    return 0
+
+
+def import_graph() -> nx.DiGraph:
+    graph = nx.DiGraph()
+    for module in _modules():
+        graph.add_node(module)
+        for target in _imports(_module_file(module).read_text(encoding="utf-8"), module):
+            if _module_file(target) is not None and target != module:
+                graph.add_edge(module, target)
+    return graph
+
+
+def test_no_import_goes_up_a_layer():
+    upward = [f"{a} -> {b}" for a, b in import_graph().edges if _layer(b) > _layer(a)]
+    assert not upward, "imports going up a layer (library -> pipeline -> entry points):\n" + "\n".join(upward)
+
+
+def test_no_import_cycle():
+    graph = import_graph()
+    # a package's __init__ importing its own submodules is how a package re-exports; not a cycle of ideas
+    graph.remove_edges_from([(a, b) for a, b in list(graph.edges) if b.startswith(a + ".")])
+    cycles = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_modules_stay_the_size_of_one_idea():
+    """A module over ~400 lines says in its docstring why it is one piece (``Size:``)."""
+    big = []
+    for path in sorted((REPO / "ecqg").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > MAX_LINES and "Size:" not in text.split('"""')[1 if text.startswith('"""') else 0]:
+            big.append(f"{path.relative_to(REPO)} ({text.count(chr(10))} lines)")
+    assert not big, "modules over 400 lines without a 'Size:' reason in their docstring:\n" + "\n".join(big)
