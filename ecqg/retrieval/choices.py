@@ -12,4 +12,5 @@ INDEX_KINDS = {
 # Retriever kinds (``dpr.model``) -> the module that defines and registers the class (imported on first use).
 RETRIEVERS = {
     "biencoder": "ecqg.retrieval.biencoder",      # DPR: one [CLS] vector per passage, dot product
+    "polydpr": "ecqg.retrieval.polydpr",          # Poly-DPR: K code-pooled vectors per passage, best one scores
 }

@@ -1,0 +1,130 @@
+"""Poly-DPR (Luo et al., "Improving Biomedical Information Retrieval with Neural Retrievers", AAAI 2022, §3.2): the
+passage gets K vectors instead of one [CLS] vector, so one vector need not hold every entity of a passage.
+
+* Passage: K learned code vectors ``m_i``; passage vector ``v_i = sum_n softmax_n(m_i . h_n) h_n`` over the last
+  layer's hidden states ``h_n`` of the passage encoder. Attended tokens: every non-padding token of
+  ``[CLS] title [SEP] text [SEP]`` (the paper does not say; [CLS] and the title carry passage-level information a
+  code may want). Codes start as random normal vectors with the encoder's initializer range (BERT: 0.02) from a
+  seeded generator, so codes start distinct and the run is reproducible (the paper does not say either; ParlAI's
+  poly-encoder also learns codes from a random start; a collapse of the codes shows in their similarity, which the
+  analyses report).
+* Query: the [CLS] vector ``q`` of the query encoder, as DPR.
+* Training score: ``q . v_q`` with ``v_q = sum_k softmax_k(q . v_k) v_k`` (a softmax-weighted mix of the codes, so
+  every code gets gradient), under DPR's NLL loss. Retrieval score: ``max_k q . v_k``, so a FAISS search runs over
+  all K x N vectors and each passage keeps its best one (:mod:`ecqg.retrieval.faiss_index`). The training score is a
+  convex combination of the ``q . v_k``, never above the retrieval score (a test checks).
+* K = 1 is the control: one attention-pooled vector per passage, trained and searched like DPR.
+
+Saved as an ordinary bi-encoder (transformers checkpoints, tokenizer) plus ``poly_codes.safetensors`` and the
+settings in ``retriever.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import AutoModel, AutoTokenizer
+
+from ecqg.io import atomic_path
+from ecqg.models import from_pretrained
+from ecqg.retrieval.retriever import CONFIG_FILE, Retriever, register
+
+CODES_FILE = "poly_codes.safetensors"
+
+
+@dataclass(frozen=True)
+class PolyConfig:
+    base_model: str
+    codes: int = 6                  # K vectors per passage (the paper: 6; 12 was better on short contexts)
+    shared: bool = False            # one encoder for both sides (DPR: separate)
+    query_max_length: int = 64
+    passage_max_length: int = 256
+    code_seed: int = 0              # seeds the codes' random start
+
+
+@register
+class PolyDPR(Retriever):
+    kind = "polydpr"
+
+    def __init__(self, query_encoder, passage_encoder, tokenizer, config: PolyConfig,
+                 codes: torch.Tensor | None = None):
+        super().__init__()
+        if config.codes < 1:
+            raise ValueError(f"Poly-DPR needs at least one code vector, got {config.codes}")
+        self.query_encoder = query_encoder
+        self.passage_encoder = query_encoder if config.shared else passage_encoder
+        self.tokenizer = tokenizer
+        self.config = config
+        hidden = int(self.passage_encoder.config.hidden_size)
+        if codes is None:
+            std = float(getattr(self.passage_encoder.config, "initializer_range", 0.02))
+            generator = torch.Generator().manual_seed(config.code_seed)
+            codes = torch.randn(config.codes, hidden, generator=generator) * std
+        if tuple(codes.shape) != (config.codes, hidden):
+            raise ValueError(f"codes of shape {tuple(codes.shape)}, expected ({config.codes}, {hidden})")
+        self.codes = torch.nn.Parameter(codes.clone())
+
+    @property
+    def vectors_per_passage(self) -> int:
+        return self.config.codes
+
+    # --- build, save, load -----------------------------------------------------------------------------------------
+    @classmethod
+    def from_base(cls, ref: str, codes: int = 6, shared: bool = False, query_max_length: int = 64,
+                  passage_max_length: int = 256, code_seed: int = 0, pooling: str | None = None,
+                  **model_kwargs) -> "PolyDPR":
+        """Both encoders from one checkpoint; ``pooling`` (a bi-encoder setting) is accepted and ignored: Poly-DPR
+        pools the passage with its codes and the query with [CLS]."""
+        tokenizer = from_pretrained(AutoTokenizer, ref)
+        query = from_pretrained(AutoModel, ref, **model_kwargs)
+        passage = query if shared else from_pretrained(AutoModel, ref, **model_kwargs)
+        return cls(query, passage, tokenizer,
+                   PolyConfig(ref, codes, shared, query_max_length, passage_max_length, code_seed))
+
+    def save(self, directory: str | Path) -> Path:
+        with atomic_path(directory) as tmp:
+            tmp.mkdir(parents=True)
+            self.query_encoder.save_pretrained(tmp / "query_encoder")
+            if not self.config.shared:
+                self.passage_encoder.save_pretrained(tmp / "passage_encoder")
+            self.tokenizer.save_pretrained(tmp)
+            save_file({"codes": self.codes.detach().cpu().contiguous()}, str(tmp / CODES_FILE))
+            (tmp / CONFIG_FILE).write_text(json.dumps({"kind": self.kind, **asdict(self.config)}, indent=2) + "\n",
+                                           encoding="utf-8")
+        return Path(directory)
+
+    @classmethod
+    def load(cls, directory: str | Path, **model_kwargs) -> "PolyDPR":
+        directory = Path(directory)
+        settings = json.loads((directory / CONFIG_FILE).read_text(encoding="utf-8"))
+        if settings.pop("kind", None) != cls.kind:
+            raise ValueError(f"{directory}: not a saved Poly-DPR")
+        config = PolyConfig(**settings)
+        tokenizer = AutoTokenizer.from_pretrained(directory)
+        query = AutoModel.from_pretrained(directory / "query_encoder", **model_kwargs)
+        passage = query if config.shared else AutoModel.from_pretrained(directory / "passage_encoder", **model_kwargs)
+        return cls(query, passage, tokenizer, config, load_file(str(directory / CODES_FILE))["codes"])
+
+    # --- encoding ----------------------------------------------------------------------------------------------------
+    def encode_queries(self, batch) -> torch.Tensor:
+        return self.query_encoder(**batch).last_hidden_state[:, 0]
+
+    def code_attention(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """``(B, K, n)``: each code's attention over the passage's tokens (padding gets none)."""
+        logits = torch.einsum("kd,bnd->bkn", self.codes.to(hidden.dtype), hidden)
+        logits = logits.masked_fill(attention_mask[:, None, :] == 0, torch.finfo(logits.dtype).min)
+        return torch.softmax(logits.float(), dim=-1).to(hidden.dtype)
+
+    def encode_passages(self, batch) -> torch.Tensor:
+        hidden = self.passage_encoder(**batch).last_hidden_state
+        return torch.einsum("bkn,bnd->bkd", self.code_attention(hidden, batch["attention_mask"]), hidden)
+
+    # --- similarity ----------------------------------------------------------------------------------------------------
+    def train_scores(self, q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+        """``q . v_q`` with ``v_q = sum_k softmax_k(q . v_k) v_k``, for every question against every passage."""
+        per_code = torch.einsum("qd,pkd->qpk", q, p)
+        return (torch.softmax(per_code.float(), dim=-1).to(per_code.dtype) * per_code).sum(dim=-1)

@@ -1,0 +1,67 @@
+"""Hybrid fusion equals pyserini's normalise-and-sum and its reciprocal-rank fusion on the same runs."""
+
+import random
+
+import pytest
+
+import ecqg  # noqa: F401  (sets OPENAI_API_KEY before pyserini is imported)
+from ecqg import fusion
+from ecqg.run_files import write_trec_run
+from pyserini.fusion import reciprocal_rank_fusion as pyserini_rrf
+from pyserini.trectools import AggregationMethod, RescoreMethod, TrecRun
+
+
+def _random_run(seed: int, questions: int = 6, passages: int = 30, depth: int = 12) -> dict:
+    rng = random.Random(seed)
+    run = {}
+    for q in range(questions):
+        pids = rng.sample([f"d{i:02d}" for i in range(passages)], depth)
+        scores = sorted((round(rng.uniform(-5, 30), 3) for _ in pids), reverse=True)
+        run[f"q{q}"] = list(zip(pids, scores))
+    run["q0"][1] = (run["q0"][1][0], run["q0"][0][1])       # a tie inside a ranking
+    run["q5"] = [(pid, 2.0) for pid, _ in run["q5"]]          # all equal: pyserini scores them 1
+    return run
+
+
+def _as_dict(trec: TrecRun) -> dict:
+    out = {}
+    for topic, _, docid, _, score, _ in trec.to_numpy():
+        out.setdefault(str(topic), []).append((str(docid), float(score)))
+    return out
+
+
+def _trec(run: dict, path) -> TrecRun:
+    write_trec_run(path, run, tag="t")
+    return TrecRun(str(path))
+
+
+@pytest.mark.parametrize("depth", [None, 5])
+def test_normalized_sum_equals_pyserini_normalize_then_sum(tmp_path, depth):
+    sparse, dense = _random_run(1), _random_run(2)
+    ours = fusion.normalized_sum([sparse, dense], depth=depth)
+    runs = [_trec({q: r[:depth] if depth else r for q, r in run.items()}, tmp_path / f"{i}.trec")
+            for i, run in enumerate((sparse, dense))]
+    theirs = _as_dict(TrecRun.merge([r.rescore(RescoreMethod.NORMALIZE) for r in runs], AggregationMethod.SUM))
+    assert set(ours) == set(theirs)
+    for qid in ours:
+        assert [pid for pid, _ in ours[qid]] == [pid for pid, _ in theirs[qid]], qid
+        assert [round(s, 9) for _, s in ours[qid]] == [round(s, 9) for _, s in theirs[qid]], qid
+
+
+def test_reciprocal_rank_fusion_equals_pyserini(tmp_path):
+    runs = [_random_run(3), _random_run(4), _random_run(5)]
+    ours = fusion.reciprocal_rank_fusion(runs, rrf_k=60, k=10)
+    theirs = _as_dict(pyserini_rrf([_trec(r, tmp_path / f"{i}.trec") for i, r in enumerate(runs)], rrf_k=60, k=10))
+    for qid in ours:
+        assert [pid for pid, _ in ours[qid]] == [pid for pid, _ in theirs[qid]], qid
+        assert [round(s, 12) for _, s in ours[qid]] == [round(s, 12) for _, s in theirs[qid]], qid
+
+
+def test_a_passage_missing_from_one_run_scores_zero_there():
+    fused = fusion.normalized_sum([{"q": [("a", 10.0), ("b", 0.0)]}, {"q": [("b", 3.0), ("c", 1.0)]}])
+    assert fused["q"] == [("a", 1.0), ("b", 1.0), ("c", 0.0)]          # b: 0 + 1; ties by passage id
+    weighted = fusion.normalized_sum([{"q": [("a", 10.0), ("b", 0.0)]}, {"q": [("b", 3.0), ("c", 1.0)]}],
+                                     weights=[0.5, 1.0])
+    assert weighted["q"][0] == ("b", 1.0)
+    with pytest.raises(ValueError, match="two runs"):
+        fusion.reciprocal_rank_fusion([{"q": []}])

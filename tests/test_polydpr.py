@@ -1,0 +1,91 @@
+"""Poly-DPR: K code vectors per passage, softmax-mixed for training, the best one for retrieval; FAISS over K x N
+rows equals the brute-force max over K; save / load keeps the codes."""
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoTokenizer, BertConfig, BertModel
+
+from ecqg.models import resolve_model
+from ecqg.retrieval import dense, faiss_index
+from ecqg.retrieval.polydpr import PolyConfig, PolyDPR
+from ecqg.retrieval.retriever import build_retriever, load_retriever
+
+TOKENIZER = AutoTokenizer.from_pretrained(resolve_model("bundled:minilm"))
+PASSAGES = [{"id": f"p{i}", "title": t, "text": f"{t} is a place with a river, a bridge and {i} old towers."}
+            for i, t in enumerate(["Lyon", "Porto", "Graz", "Turku", "Split", "Ghent", "Cork"])]
+
+
+def tiny(codes: int, seed: int = 0) -> PolyDPR:
+    torch.manual_seed(seed)
+    config = BertConfig(num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=32,
+                        vocab_size=TOKENIZER.vocab_size, max_position_embeddings=64)
+    return PolyDPR(BertModel(config), BertModel(config), TOKENIZER,
+                   PolyConfig("tiny", codes=codes, query_max_length=16, passage_max_length=48, code_seed=seed))
+
+
+def test_training_score_is_never_above_the_retrieval_score():
+    rng = torch.Generator().manual_seed(0)
+    model = tiny(4)
+    for _ in range(20):
+        q, p = torch.randn(5, 16, generator=rng), torch.randn(7, 4, 16, generator=rng) * 3
+        train, search = model.train_scores(q, p), model.scores(q, p)
+        assert torch.all(train <= search + 1e-5)
+        assert torch.allclose(search, torch.einsum("qd,pkd->qpk", q, p).amax(-1))
+
+
+def test_one_code_is_the_single_vector_control():
+    model = tiny(1)
+    q, p = torch.randn(3, 16), torch.randn(4, 1, 16)
+    assert torch.allclose(model.train_scores(q, p), model.scores(q, p), atol=1e-6)
+    assert torch.allclose(model.scores(q, p), q @ p[:, 0].T, atol=1e-6)
+
+
+def test_passage_vectors_are_code_attention_pools_over_real_tokens():
+    model = tiny(3).eval()
+    tok = model.tokenize_passages([p["title"] for p in PASSAGES[:2]], [PASSAGES[0]["text"], "Porto."])
+    with torch.no_grad():
+        vectors = model.encode_passages(tok)
+        hidden = model.passage_encoder(**tok).last_hidden_state
+        attention = model.code_attention(hidden, tok["attention_mask"])
+    assert vectors.shape == (2, 3, 16)
+    assert torch.allclose(attention.sum(-1), torch.ones(2, 3), atol=1e-5)
+    assert torch.all(attention[1][:, tok["attention_mask"][1] == 0] == 0)          # padding gets no attention
+    assert torch.allclose(vectors, torch.einsum("bkn,bnd->bkd", attention, hidden), atol=1e-5)
+    assert not torch.allclose(vectors[:, 0], vectors[:, 1])                        # distinct codes, distinct vectors
+
+
+def test_faiss_over_k_rows_equals_the_brute_force_max_over_k():
+    rng = np.random.default_rng(0)
+    ids = [f"p{i}" for i in range(50)]
+    vectors = rng.standard_normal((50, 6, 8)).astype(np.float32)
+    queries = rng.standard_normal((9, 8)).astype(np.float32)
+    rows_ids, rows = faiss_index.index_rows(ids, vectors)
+    run = faiss_index.search(faiss_index.build_index(rows, progress=False), rows_ids, queries, k=10, progress=False)
+    best = np.einsum("qd,pkd->qpk", queries, vectors).max(-1)
+    for qi in range(9):
+        order = np.argsort(-best[qi])[:10]
+        assert [pid for pid, _ in run[str(qi)]] == [ids[j] for j in order]
+        assert np.allclose([s for _, s in run[str(qi)]], best[qi][order], atol=1e-5)
+
+
+def test_save_load_keeps_encoders_and_codes(tmp_path):
+    model = tiny(5, seed=3)
+    with torch.no_grad():
+        model.codes.add_(1.0)                                                      # trained codes differ from init
+    model.save(tmp_path / "poly")
+    again = load_retriever(tmp_path / "poly")
+    assert isinstance(again, PolyDPR) and again.vectors_per_passage == 5
+    assert torch.equal(again.codes, model.codes)
+    ids, v1 = dense.encode_passages(model, PASSAGES, progress=False)
+    _, v2 = dense.encode_passages(again, PASSAGES, progress=False)
+    assert v1.shape == (len(PASSAGES), 5, 16) and np.allclose(v1, v2, atol=1e-6)
+    assert (tmp_path / "poly" / "query_encoder" / "model.safetensors").is_file()   # ordinary transformers checkpoints
+
+
+def test_built_from_params_like_any_retriever():
+    model = build_retriever("polydpr", "bundled:minilm", codes=2, pooling="cls", query_max_length=16,
+                            passage_max_length=32)
+    assert isinstance(model, PolyDPR) and model.codes.shape == (2, model.dim)
+    with pytest.raises(ValueError, match="at least one code"):
+        PolyDPR(model.query_encoder, model.passage_encoder, TOKENIZER, PolyConfig("x", codes=0))
