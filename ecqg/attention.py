@@ -1,4 +1,5 @@
-"""[CLS] attention of a passage encoder, aggregated onto words, entities and sentences (docs/design.md, "Method", steps 1 and 6).
+"""[CLS] attention of a passage encoder, aggregated onto words, entities and sentences (docs/design.md, "Method",
+steps 1 and 6).
 
 Why [CLS]: a DPR passage encoder returns the last layer's [CLS] vector, so the attention *from* [CLS] in the last
 layer, averaged over heads, says which passage tokens that vector is built from. Everything here starts from that

@@ -365,7 +365,8 @@ def plot_slice_accuracy(table: pd.DataFrame, slices: Sequence[str], ks: Sequence
         for i, system in enumerate(systems):
             t = table[(table.system == system) & (table.k == k)].set_index("subset").reindex(slices)
             offset = (i - (len(systems) - 1) / 2) * 0.06
-            ax.errorbar(x + offset, 100 * t.accuracy, yerr=[100 * (t.accuracy - t.ci_low), 100 * (t.ci_high - t.accuracy)],
+            ax.errorbar(x + offset, 100 * t.accuracy,
+                        yerr=[100 * (t.accuracy - t.ci_low), 100 * (t.ci_high - t.accuracy)],
                         fmt="-o", color=f"C{i}", markersize=3, capsize=2, label=labels.get(system, system))
         n = table[(table.k == k)].drop_duplicates("subset").set_index("subset").n.reindex(slices)
         ax.set_xticks(x, [f"{s}\n(n={int(c)})" for s, c in zip(slices, n)], fontsize=8)

@@ -4,8 +4,8 @@ Why static: the smoke run (test_pipeline.py) proves the DAG runs; it cannot affo
 DVC decides what to rerun from each stage's params and the deps -> outs edges of ``Repo.index.graph``, so asking that
 graph which stages sit downstream of a parameter is asking DVC itself (foreach stages expanded, paths resolved).
 
-The expected sets are the SPECIFICATION (docs/design.md, "Pipeline": "changing one parameter reruns only the stages that depend on
-it"), written out by hand and not derived from dvc.yaml: if one of these tests fails after an edit of dvc.yaml, the
+The expected sets are the SPECIFICATION (docs/design.md, "Pipeline": "changing one parameter reruns only the stages
+that read it"), written out by hand and not derived from dvc.yaml: if one of these tests fails after an edit of dvc.yaml, the
 edit changed what a parameter rebuilds; fix dvc.yaml, or change the expectation here on purpose.
 """
 
@@ -120,7 +120,8 @@ def test_more_seeds_add_one_training_and_one_retrieval_per_variant_and_seed(tmp_
         assert {n for n in seeded if n.startswith("retrieve_dense")} <= results_needs
         assert {"retrieve_pretrained@uncon_pre-1", "retrieve_pretrained@mixed_pre-1"} <= results_needs
         assert "retrieve_pretrained@uncon_pre-2" not in names    # pre-trained-only search: the listed seeds only
-        assert {n for n in seeded if n.startswith("dpr_")} <= {s.name for s in nx.descendants(graph, names["mechanism"])}
+        mechanism_needs = {s.name for s in nx.descendants(graph, names["mechanism"])}
+        assert {n for n in seeded if n.startswith("dpr_")} <= mechanism_needs
         # the first seed's baseline feeds the attention study and the filter; the second seed's does not
         study_needs = {s.name for s in nx.descendants(graph, names["attention_bias"])}
         assert "dpr_training@baseline-1" in study_needs and "dpr_training@baseline-2" not in study_needs

@@ -42,7 +42,7 @@ def test_every_output_path_is_one_of_ecqg_paths():
             assert any(out == k or out.startswith(k + "/") for k in known), f"{name}: {out} not in ecqg/paths.py"
         for metric in _declared_paths(stage, "metrics"):
             # one folder per profile, so another profile's run never overwrites these committed files
-            assert metric.startswith(f"{paths.RESULTS}/{PARAMS['profile']}/"), f"{name}: metric {metric} outside results/"
+            assert metric.startswith(f"{paths.RESULTS}/{PARAMS['profile']}/"), f"{name}: {metric} outside results/"
 
 
 @pytest.mark.parametrize("profile", config.PROFILES)

@@ -493,7 +493,8 @@ def build_bundle(raw: str | Path, out: str | Path, progress: bool = True) -> dic
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--raw", required=True, help="directory of the raw public files named in RAW_FILES (see data/README.md)")
+    parser.add_argument("--raw", required=True,
+                        help="directory of the raw public files named in RAW_FILES (see data/README.md)")
     parser.add_argument("--out", required=True, help="output directory (data)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)

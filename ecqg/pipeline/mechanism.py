@@ -96,8 +96,8 @@ def entity_attention(params: Mapping, locations: pd.DataFrame, analyses: Mapping
     with_entity = [i for i, index in zip(where, matched) if index is not None]
     pids = [locations.passage_id.iloc[i] for i in with_entity]
     model = pipeline.load_model("baseline", params, attn_implementation="eager")
-    attention = cls_attention(model, [passages[p].get("title") or "" for p in pids], [passages[p]["text"] for p in pids],
-                              params["attention"]["batch_size"], progress=progress)
+    attention = cls_attention(model, [passages[p].get("title") or "" for p in pids],
+                              [passages[p]["text"] for p in pids], params["attention"]["batch_size"], progress=progress)
     scores = {i: entity_scores(pa, analyses[pid].entities, len(passages[pid]["text"]))
               for i, pid, pa in zip(with_entity, pids, attention)}
     ranked = mechanism.entity_attention_ranks([scores.get(i, []) for i in where], matched,

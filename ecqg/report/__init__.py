@@ -10,7 +10,8 @@ differs from what the metrics give (for CI / make); ``--compare A B`` prints the
 side by side. The output depends on the metrics only (the run's date is read from them), so the check is stable.
 
 What it reads (each optional except that a missing file is said, not hidden):
-``table3.json`` (``ecqg.pipeline.results.metrics_tree``), ``attention_bias.json`` (stage 01), ``encoder_comparison.json``
+``table3.json`` (``ecqg.pipeline.results.metrics_tree``), ``attention_bias.json`` (stage 01),
+``encoder_comparison.json``
 (``ecqg.encoder_comparison.metrics_tree``), ``question_generation.json`` / ``filtering.json`` / ``mixing.json``
 (rendered generically: whatever keys they hold), ``mechanism.json`` (``ecqg.pipeline.mechanism.metrics_tree``),
 ``dpr_*_training.json`` (the settings table), and every ``stage_*.json`` (``wall_time_s``, ``finished``).

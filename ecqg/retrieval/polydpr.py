@@ -123,7 +123,7 @@ class PolyDPR(Retriever):
         hidden = self.passage_encoder(**batch).last_hidden_state
         return torch.einsum("bkn,bnd->bkd", self.code_attention(hidden, batch["attention_mask"]), hidden)
 
-    # --- similarity ----------------------------------------------------------------------------------------------------
+    # --- similarity --------------------------------------------------------------------------------------------------
     def train_scores(self, q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
         """``q . v_q`` with ``v_q = sum_k softmax_k(q . v_k) v_k``, for every question against every passage."""
         per_code = torch.einsum("qd,pkd->qpk", q, p)
