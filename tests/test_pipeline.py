@@ -1,5 +1,6 @@
 """The DVC pipeline: dvc.yaml agrees with ecqg/paths.py and params, and the smoke profile's DAG runs end to end."""
 
+import ast
 import json
 import os
 import shutil
@@ -86,6 +87,28 @@ def test_notebooks_are_clean_and_parametrised():
         nb = nbformat.read(nb_path, as_version=4)
         assert any("parameters" in c.metadata.get("tags", []) for c in nb.cells), nb_path
         assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code"), f"{nb_path} has outputs"
+
+
+def _bound_names(tree: ast.AST, imports_only: bool) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+        elif not imports_only and isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return names
+
+
+def test_no_notebook_import_rebinds_a_parameter():
+    """An import named like a papermill parameter silently replaces the value DVC passed (it broke stage 06 once)."""
+    for nb_path in sorted((REPO / "notebooks").glob("*.ipynb")):
+        cells = [c for c in nbformat.read(nb_path, as_version=4).cells if c.cell_type == "code"]
+        parameters = set().union(*(_bound_names(ast.parse(c.source), imports_only=False)
+                                   for c in cells if "parameters" in c.metadata.get("tags", [])))
+        for index, cell in enumerate(cells):
+            if "parameters" not in cell.metadata.get("tags", []):
+                clash = parameters & _bound_names(ast.parse(cell.source), imports_only=True)
+                assert not clash, f"{nb_path.name} code cell {index + 1} imports a name that is a parameter: {clash}"
 
 
 def _repo_copy(target: Path) -> Path:

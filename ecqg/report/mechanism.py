@@ -101,8 +101,9 @@ def render_mechanism(mech: Mapping) -> str:
     if moved.get("systems"):
         counts = moved.get("counts", {})
         out.append("**Moved-sentence probe.** Each question scored against its gold passage with the answer sentence "
-                   "moved to the front and to the end (dot product); gap = front - end, a preference for early "
-                   f"evidence. {counts.get('probed', '?')} passages probed of {counts.get('eligible', '?')} eligible "
+                   "moved to the front and to the end (dot product); gap = front - end: positive, the encoder prefers "
+                   "the evidence early; negative, late; 0, position does not matter. "
+                   f"{counts.get('probed', '?')} passages probed of {counts.get('eligible', '?')} eligible "
                    f"(answer in sentence 1: {counts.get('answer_in_sentence_1', '?')}; truncated by the encoder: "
                    f"{counts.get('truncated_by_encoder', '?')}).\n")
         rows = []
@@ -119,6 +120,7 @@ def render_mechanism(mech: Mapping) -> str:
             rows = [[f"{label(key.partition('_minus_')[0])} - {label(key.partition('_minus_')[2])}",
                      str(node.get("n", "–")), with_ci(node, "gap", "ci_low", "ci_high", 3, signed=True)
                      + f", p {pval(node.get('p'))}"] for key, node in moved["paired"].items()]
-            out.append("Gap differences A - B, paired per passage (negative: A less biased toward early evidence):\n")
+            out.append("Gap differences A - B, paired per passage (A's gap minus B's; whether A is the less position-"
+                       "biased one depends on the sign of the gaps above):\n")
             out.append(md_table(["pair", "passages", "gap difference [95% CI]"], rows))
     return "\n".join(out)
