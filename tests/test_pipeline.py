@@ -211,7 +211,7 @@ def test_smoke_dag_end_to_end(tmp_path):
         psi = mechanism["position"]["psi"][system]["top5"]
         assert psi is None or 0 <= psi <= 1, (system, psi)
     assert table["accuracy"]["dpr_uncon_pre"]["nq"]["all"]["n"] == 40     # pre-training only, first seed
-    assert (repo / "outputs/models/dpr_mixed_pre_s2023/bi_encoder.json").is_file()
+    assert (repo / "outputs/models/dpr_mixed_pre_s2023/retriever.json").is_file()
     headline = json.loads((repo / "results/smoke/headline.json").read_text())
     assert "nq_top1.dpr_mixed" in headline and len(headline) < 60
     readme = (repo / "README.md").read_text()
