@@ -1,5 +1,6 @@
 """params.yaml loading, profile overlays and validation errors."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -107,6 +108,7 @@ def test_invalid_yaml_names_the_file(tmp_path):
     ("dpr.index.params", {"nprobe": 8}, r"'dpr.index.params' has \['nprobe'\], which a 'flat' index does not take"),
     ("attention.min_entities", 3, r"'attention.min_entities' \(3\) must exceed 'attention.lowest_entities' \(3\)"),
     ("evaluation.pretrain_only_seeds", [7], r"'evaluation.pretrain_only_seeds' names \[7\]"),
+    ("hybrid.depth", 101, r"'hybrid.depth' \(101\) must not exceed 'retrieval.depth' \(100\)"),
 ])
 def test_cross_key_rules_name_both_keys(dotted, value, message):
     params = _with(config.preset("mini", REPO / "params"), dotted, value)
@@ -168,3 +170,14 @@ def test_make_profile_keeps_hand_edits(tmp_path, presets):
     assert "k1: 1.2" in (tmp_path / "params.yaml.bak").read_text() and "k1: 0.9" in target.read_text()
     target.write_text("seed: 1\n")
     assert config.hand_edits(target, presets) == ["(the whole file: it was not written by `make profile`)"]
+
+
+def test_keys_a_preset_gained_since_are_not_hand_edits(tmp_path, presets):
+    """After a repository update adds a setting, `make profile` regenerates params.yaml without FORCE."""
+    target = tmp_path / "params.yaml"
+    config.write_profile("mini", target, presets)
+    target.write_text(re.sub(r"\nhybrid:.*?\n\n", "\n", target.read_text(), flags=re.S))   # as before 'hybrid'
+    assert "hybrid" not in yaml.safe_load(target.read_text())
+    assert config.hand_edits(target, presets) == []
+    target.write_text(target.read_text().replace("k1: 0.9", "k1: 1.2"))
+    assert config.hand_edits(target, presets) == ["bm25.k1"]

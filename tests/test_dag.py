@@ -27,15 +27,27 @@ SYNTHETIC = {f"{stage}@{variant}-{seed}" for seed in SEEDS for stage in ("dpr_sy
              for variant in ("uncon", "mixed")}            # every seed's UnCon-DPR / Mixed-DPR and their retrieval
 SYNTHETIC |= {f"retrieve_pretrained@{variant}_pre-{seed}" for seed in PARAMS["evaluation"]["pretrain_only_seeds"]
               for variant in ("uncon", "mixed")}           # ... and the same models right after pre-training
+SYNTHETIC |= {f"{stage}-{seed}" for seed in SEEDS
+              for stage in ("dpr_poly_synthetic@mixed", "retrieve_dense@poly_mixed")}   # ... Mixed Poly-DPR
+SYNTHETIC |= {f"hybrid@{variant}-{seed}" for seed in SEEDS for variant in PARAMS["hybrid"]["variants"]
+              if variant in ("uncon", "mixed", "poly_mixed")}   # ... and their BM25 hybrids
+HYBRIDS = {f"hybrid@{variant}-{seed}" for seed in SEEDS for variant in PARAMS["hybrid"]["variants"]}
 UPSTREAM = {"prepare", "index_bm25", "index_tfidf", "retrieve@bm25", "retrieve@tfidf", "training_data",
             "retrieve_untrained", "attention_bias"} | {f"{stage}@baseline-{seed}" for seed in SEEDS
                                                        for stage in ("dpr_training", "retrieve_dense")}
+POLY = {f"{stage}-{seed}" for seed in SEEDS
+        for stage in ("dpr_poly_training@poly_baseline", "dpr_poly_synthetic@mixed", "retrieve_dense@poly_baseline",
+                      "retrieve_dense@poly_mixed")}
+POLY |= {f"hybrid@{variant}-{seed}" for seed in SEEDS for variant in PARAMS["hybrid"]["variants"]
+         if variant.startswith("poly_")}
 SPEC = {
     "qg.generate.top_k": {"question_generation", "filtering", "mixing", *SYNTHETIC, "results", "mechanism", "report"},
     "mixing.total": {"mixing", *SYNTHETIC, "results", "mechanism", "report"},
     # more seeds add matrix stages; of the existing ones only the aggregation reruns (not 01 / 03, not seed 1's models)
     "dpr.seeds": {"results", "mechanism", "report"},
     "evaluation.mechanism.moved_sentence_passages": {"mechanism", "report"},
+    "hybrid.rrf_k": {*HYBRIDS, "results", "mechanism", "report"},
+    "polydpr.codes": {*POLY, "results", "mechanism", "report"},
 }
 
 

@@ -65,3 +65,30 @@ def test_a_passage_missing_from_one_run_scores_zero_there():
     assert weighted["q"][0] == ("b", 1.0)
     with pytest.raises(ValueError, match="two runs"):
         fusion.reciprocal_rank_fusion([{"q": []}])
+
+
+def test_hybrid_stage_fuses_bm25_with_each_seed_and_names_its_runs(tmp_path, monkeypatch):
+    """The pipeline's hybrid: both fusions of BM25 with one trained dense run, every test set, cut to the run depth."""
+    from ecqg import paths
+    from ecqg.pipeline import hybrid
+    from ecqg.run_files import read_run, write_run
+
+    monkeypatch.setattr(paths, "RUNS", tmp_path / "runs")
+    params = {"data": {"test_sets": {"nq": "x", "wq": "y"}}, "retrieval": {"depth": 8}, "dpr": {"seeds": [7, 8]},
+              "hybrid": {"variants": ["baseline", "mixed"], "depth": 10, "rrf_k": 60}}
+    for name, shift in (("nq", 0), ("wq", 10)):
+        write_run(paths.run_file("bm25", name), _random_run(1 + shift))
+        write_run(paths.run_file("dpr_mixed_s8", name), _random_run(2 + shift))
+    figures = hybrid.fuse_with_bm25("mixed", 8, params)
+    for name, shift in (("nq", 0), ("wq", 10)):
+        runs = [_random_run(1 + shift), _random_run(2 + shift)]
+        summed = read_run(paths.run_file("hybrid_sum_mixed_s8", name))
+        rrf = read_run(paths.run_file("hybrid_rrf_mixed_s8", name))
+        expected = fusion.normalized_sum(runs, depth=10, k=8)
+        assert [p for p, _ in summed["q1"]] == [p for p, _ in expected["q1"]] and len(summed["q1"]) == 8
+        assert [p for p, _ in rrf["q2"]] == [p for p, _ in fusion.reciprocal_rank_fusion(runs, 60, 10, 8)["q2"]]
+        assert 0 <= figures[f"{name}_shared_top10"] <= 1 and figures[f"{name}_questions"] == 6
+    assert hybrid.seed_runs(params)["hybrid_sum_mixed"] == ["hybrid_sum_mixed_s7", "hybrid_sum_mixed_s8"]
+    assert hybrid.systems(params) == ["hybrid_sum_baseline", "hybrid_rrf_baseline", "hybrid_sum_mixed",
+                                      "hybrid_rrf_mixed"]
+    assert ("hybrid_sum_mixed", "hybrid_sum_baseline") in hybrid.pairs(params)

@@ -205,7 +205,8 @@ def test_smoke_dag_end_to_end(tmp_path):
     mechanism = json.loads((repo / "results/smoke/mechanism.json").read_text())
     assert mechanism["position"]["counts"]["ok"] > 0 and mechanism["moved_sentence"]["counts"]["probed"] > 0
     assert set(mechanism["moved_sentence"]["systems"]) == {"minilm_untrained", "dpr_uncon_pre", "dpr_mixed_pre",
-                                                           "dpr_baseline", "dpr_uncon", "dpr_mixed"}
+                                                           "dpr_baseline", "dpr_uncon", "dpr_mixed",
+                                                           "dpr_poly_baseline", "dpr_poly_mixed"}
     assert mechanism["moved_sentence"]["systems"]["dpr_baseline"]["seeds"] == 2
     for system in ("bm25", "dpr_mixed", "dpr_mixed_pre"):
         psi = mechanism["position"]["psi"][system]["top5"]
@@ -213,7 +214,22 @@ def test_smoke_dag_end_to_end(tmp_path):
     assert table["accuracy"]["dpr_uncon_pre"]["nq"]["all"]["n"] == 40     # pre-training only, first seed
     assert (repo / "outputs/models/dpr_mixed_pre_s2023/retriever.json").is_file()
     headline = json.loads((repo / "results/smoke/headline.json").read_text())
-    assert "nq_top1.dpr_mixed" in headline and len(headline) < 60
+    assert {"top5.mixed", "p5.mixed-dpr", "psi.mixed", "gap.mixed"} <= set(headline)
+    assert len(headline) < 20
+    # BM25 + dense hybrids: both fusions, every seed, in Table 3, its paired differences and 07's slices
+    for system in ("hybrid_sum_baseline", "hybrid_rrf_baseline", "hybrid_sum_mixed", "hybrid_rrf_mixed"):
+        assert table["accuracy"][system]["nq"]["all"]["seeds"] == 2, system
+        psi = mechanism["position"]["psi"][system]["top5"]
+        assert psi is None or 0 <= psi <= 1, (system, psi)
+    assert "hybrid_sum_mixed_minus_hybrid_sum_baseline" in table["paired"]
+    # Poly-DPR beside DPR (the 2 x 2): K vectors per passage in the index, best code per passage in the run
+    for system in ("dpr_poly_baseline", "dpr_poly_mixed", "hybrid_sum_poly_baseline"):
+        assert table["accuracy"][system]["nq"]["all"]["seeds"] == 2, system
+    assert "dpr_poly_mixed_minus_dpr_poly_baseline" in table["paired"]
+    poly_search = json.loads((repo / "results/smoke/stage_retrieve_dense_poly_mixed-2023.json").read_text())
+    assert poly_search["index_rows"] == 6 * poly_search["passages"]
+    assert (repo / "outputs/models/dpr_poly_mixed_pre_s2022/poly_codes.safetensors").is_file()
+    assert json.loads((repo / "results/smoke/stage_hybrid_mixed-2023.json").read_text())["nq_questions"] == 40
     readme = (repo / "README.md").read_text()
     smoke = readme.split("<!-- results:smoke:start -->")[1].split("<!-- results:smoke:end -->")[0]
     assert "UnCon-DPR" in smoke and "Where the method acts" in smoke
@@ -255,7 +271,9 @@ def test_smoke_dag_end_to_end(tmp_path):
     exp = _dvc(["exp", "run", "-S", "evaluation.mechanism.moved_sentence_passages=3"], repo)
     assert exp.returncode == 0, exp.stdout[-3000:] + exp.stderr[-3000:]
     assert "Running stage 'mechanism'" in exp.stdout and "Running stage 'prepare'" not in exp.stdout
-    assert json.loads((repo / "results/smoke/mechanism.json").read_text())["moved_sentence"]["counts"]["probed"] == 3
+    varied = json.loads((repo / "results/smoke/mechanism.json").read_text())
+    assert varied["setting"]["moved_sentence_passages"] == 3       # (smoke has fewer eligible passages than that)
+    assert varied["moved_sentence"]["counts"]["probed"] == min(3, varied["moved_sentence"]["counts"]["eligible"])
 
 
 def _checkpoints(repo: Path) -> list[Path]:

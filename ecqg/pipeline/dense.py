@@ -18,6 +18,7 @@ from ecqg import paths
 from ecqg.data.dpr import read_dpr_retriever_json
 from ecqg.io import copy_directory, empty_directory, read_jsonl
 from ecqg.pipeline.common import fingerprint, primary_seed, pretrain_only_seeds, seeds
+from ecqg.retrieval.choices import DENSE_VARIANTS, POLY_VARIANT_DATA
 from ecqg.retrieval.retriever import Retriever, build_retriever, is_saved_retriever, load_retriever
 from ecqg.retrieval.train import TrainConfig, latest_checkpoint, train_biencoder, without_timings
 from ecqg.retrieval.train_data import data_fingerprint, split_records
@@ -27,13 +28,15 @@ log = logging.getLogger(__name__)
 UNTRAINED = "untrained"  # the base checkpoint, not fine-tuned: Table 3's "not fine-tuned" row
 
 
-def base_retriever(params: Mapping, **model_kwargs) -> Retriever:
-    """The retriever every variant starts from, of the kind ``dpr.model`` names (``model_kwargs``: e.g.
-    ``attn_implementation="eager"``)."""
+def base_retriever(params: Mapping, kind: str | None = None, **model_kwargs) -> Retriever:
+    """The retriever a variant starts from, of ``kind`` (default: the kind ``dpr.model`` names); a Poly-DPR gets
+    ``polydpr.codes`` code vectors. ``model_kwargs``: e.g. ``attn_implementation="eager"``, ``code_seed``."""
     dpr = params["dpr"]
-    return build_retriever(dpr["model"], dpr["base_model"], shared=dpr["shared_encoders"], pooling=dpr["pooling"],
+    kind = kind or dpr["model"]
+    extra = {"codes": params["polydpr"]["codes"]} if kind == "polydpr" else {}
+    return build_retriever(kind, dpr["base_model"], shared=dpr["shared_encoders"], pooling=dpr["pooling"],
                            query_max_length=dpr["query_max_length"], passage_max_length=dpr["passage_max_length"],
-                           **model_kwargs)
+                           **extra, **model_kwargs)
 
 
 def load_model(variant: str, params: Mapping, seed: int | None = None, **model_kwargs) -> Retriever:
@@ -71,10 +74,25 @@ def train_config(params: Mapping, phase: str = "finetune", seed: int | None = No
     return TrainConfig.from_dict({**settings, "seed": params["seed"] if seed is None else seed})
 
 
-VARIANTS = ("baseline", "uncon", "mixed")
+VARIANTS = DENSE_VARIANTS
 SYNTHETIC_VARIANTS = ("uncon", "mixed")  # pre-trained on stage 04's synthetic set of the same name
 PRETRAINED_SUFFIX = "_pre"               # uncon_pre / mixed_pre: a synthetic variant right after pre-training
 PRETRAIN_ONLY_VARIANTS = tuple(v + PRETRAINED_SUFFIX for v in SYNTHETIC_VARIANTS)
+# Poly-DPR (Luo et al. 2022) trained exactly like a DPR variant, on the same data with the same settings and seeds:
+# poly_baseline beside baseline, poly_mixed beside mixed (the 2 x 2 of architecture and synthetic pre-training).
+POLY_PREFIX = "poly_"
+POLY_VARIANTS = tuple(POLY_PREFIX + v for v in POLY_VARIANT_DATA)
+TRAINED_VARIANTS = VARIANTS + POLY_VARIANTS
+
+
+def data_variant(variant: str) -> str:
+    """The DPR variant whose training data ``variant`` uses (``poly_mixed`` -> ``mixed``)."""
+    return variant.removeprefix(POLY_PREFIX)
+
+
+def retriever_kind(variant: str, params: Mapping) -> str:
+    """``polydpr`` for a Poly-DPR variant, else the kind ``dpr.model`` names."""
+    return "polydpr" if variant.startswith(POLY_PREFIX) else params["dpr"]["model"]
 
 
 def synthetic_records(variant: str) -> list[dict]:
@@ -112,13 +130,18 @@ def train_variant(variant: str, params: Mapping, seed: int, progress: bool = Tru
     Checkpoints (with optimizer state, about 0.5 GB each for MiniLM) serve only to resume a killed run: once the
     model is saved, the variant's checkpoint directory is emptied, older settings' runs included.
     """
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown DPR variant '{variant}'; known: {', '.join(VARIANTS)}")
+    if variant not in TRAINED_VARIANTS:
+        raise ValueError(f"unknown DPR variant '{variant}'; known: {', '.join(TRAINED_VARIANTS)}")
     dpr = {k: v for k, v in params["dpr"].items() if k not in ("encode", "index", "pretrain", "seeds")}
-    model = base_retriever(params)
+    kind = retriever_kind(variant, params)
+    if kind == "polydpr":   # the codes' random start follows the training seed; K is part of the run's identity
+        dpr = {**dpr, "polydpr": params["polydpr"]}
+        model = base_retriever(params, kind, code_seed=seed)
+    else:
+        model = base_retriever(params, kind)
     pretrain = None
-    if variant in SYNTHETIC_VARIANTS:
-        synthetic = synthetic_records(variant)
+    if data_variant(variant) in SYNTHETIC_VARIANTS:
+        synthetic = synthetic_records(data_variant(variant))
         settings = params["dpr"]["pretrain"]
         pre_dir = paths.checkpoint_dir(variant, seed) / ("pretrain-" + fingerprint(
             dpr, settings, seed, data_fingerprint(synthetic)))
@@ -204,6 +227,6 @@ def system_name(variant: str, seed: int | None = None) -> str:
 def seed_runs(params: Mapping) -> dict[str, list[str]]:
     """Table 3's dense rows -> the run of each seed (``dpr_baseline`` -> ``[dpr_baseline_s2022, ...]``); the
     pre-trained-only rows (``dpr_uncon_pre``) have runs for ``evaluation.pretrain_only_seeds`` only."""
-    runs = {f"dpr_{v}": [system_name(v, s) for s in seeds(params)] for v in VARIANTS}
+    runs = {f"dpr_{v}": [system_name(v, s) for s in seeds(params)] for v in TRAINED_VARIANTS}
     runs.update({f"dpr_{v}": [system_name(v, s) for s in pretrain_only_seeds(params)] for v in PRETRAIN_ONLY_VARIANTS})
     return runs

@@ -24,9 +24,11 @@ log = logging.getLogger(__name__)
 
 TEST_SET = "nq"
 # Dense systems -> how to load each of their models: (variant, seed) per training seed.
-DENSE_SYSTEMS = ("minilm_untrained", "dpr_uncon_pre", "dpr_mixed_pre", "dpr_baseline", "dpr_uncon", "dpr_mixed")
+DENSE_SYSTEMS = ("minilm_untrained", "dpr_uncon_pre", "dpr_mixed_pre", "dpr_baseline", "dpr_uncon", "dpr_mixed",
+                 "dpr_poly_baseline", "dpr_poly_mixed")
 PAIRS = (("dpr_mixed", "dpr_baseline"), ("dpr_mixed", "dpr_uncon"), ("dpr_uncon", "dpr_baseline"),
-         ("dpr_mixed_pre", "dpr_uncon_pre"))
+         ("dpr_mixed_pre", "dpr_uncon_pre"), ("dpr_poly_baseline", "dpr_baseline"),
+         ("dpr_poly_mixed", "dpr_poly_baseline"))
 
 
 def nq_questions(params: Mapping) -> list[dict]:

@@ -27,7 +27,14 @@ SYSTEM_LABELS = {
     "dpr_baseline": "DPR (ours)",
     "dpr_uncon": "UnCon-DPR (ours)",
     "dpr_mixed": "Mixed-DPR (ours)",
+    "dpr_poly_baseline": "Poly-DPR (ours)",
+    "dpr_poly_mixed": "Mixed Poly-DPR (ours)",
 }
+# BM25 + dense hybrids (stage hybrid; Luo et al. 2022's normalised sum, and reciprocal-rank fusion)
+SYSTEM_LABELS.update({f"hybrid_{method}_{variant}": f"BM25 + {name}, {how}"
+                      for variant, name in (("baseline", "DPR"), ("uncon", "UnCon-DPR"), ("mixed", "Mixed-DPR"),
+                                            ("poly_baseline", "Poly-DPR"), ("poly_mixed", "Mixed Poly-DPR"))
+                      for method, how in (("sum", "normalised sum"), ("rrf", "RRF"))})
 DATASET_LABELS = {"nq": "NQ", "wq": "WebQuestions", "tqa": "TriviaQA", "trec": "CuratedTREC"}
 # The subsets of the paper's Table 3 (the bundle also carries the complementary overlap labels; kept in the data,
 # left out of the table).

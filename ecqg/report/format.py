@@ -13,7 +13,10 @@ from ecqg.pipeline.results import SYSTEM_LABELS
 
 SECTION = re.compile(r"<!-- results:([A-Za-z0-9_-]+):(start|end) -->")
 TABLE3_ORDER = ("tfidf", "bm25", "minilm_untrained", "dpr_uncon_pre", "dpr_mixed_pre", "dpr_baseline", "dpr_uncon",
-                "dpr_mixed")
+                "dpr_mixed", "dpr_poly_baseline", "dpr_poly_mixed", "hybrid_sum_baseline", "hybrid_rrf_baseline",
+                "hybrid_sum_uncon", "hybrid_rrf_uncon", "hybrid_sum_mixed", "hybrid_rrf_mixed",
+                "hybrid_sum_poly_baseline", "hybrid_rrf_poly_baseline", "hybrid_sum_poly_mixed",
+                "hybrid_rrf_poly_mixed")
 LABELS = {**SYSTEM_LABELS, "dpr_uncon": "UnCon-DPR (ours)", "dpr_mixed": "Mixed-DPR (ours)"}
 # What the bundled base encoder already learned: said next to every dense number it underlies.
 BASE_ENCODER_NOTE = (
@@ -33,6 +36,8 @@ STAGE_ORDER = ("prepare", "index_bm25", "index_tfidf", "retrieve_bm25", "retriev
                "01_attention_bias", "02_question_generation", "03_filtering", "04_mixing",
                "05_dpr_training.uncon", "05_dpr_training.mixed", "retrieve_dense_uncon_pre",
                "retrieve_dense_mixed_pre", "retrieve_dense_uncon", "retrieve_dense_mixed",
+               "05_dpr_training.poly_baseline", "05_dpr_training.poly_mixed", "retrieve_dense_poly_baseline",
+               "retrieve_dense_poly_mixed", "hybrid_baseline", "hybrid_uncon", "hybrid_mixed", "hybrid_poly_baseline",
                "06_results_and_attention_entropy", "07_mechanism")
 
 

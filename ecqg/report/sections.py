@@ -40,6 +40,17 @@ def render_table3(table3: Mapping) -> str:
     if any(s.endswith("_pre") for s in accuracy):
         out.append("_Pre-training only_: UnCon / Mixed right after synthetic pre-training, before fine-tuning "
                    "(the synthetic data's own effect on the base encoder).\n")
+    if any(s.startswith("dpr_poly_") for s in accuracy):
+        out.append("_Poly-DPR_ (Luo et al. 2022, §3.2): `polydpr.codes` learned code vectors attention-pool the "
+                   "passage encoder's last layer into that many passage vectors; the query is its [CLS] vector; "
+                   "trained with a softmax mix of the codes, searched by the best code. Trained exactly like the DPR "
+                   "row beside it (Poly-DPR like DPR, Mixed Poly-DPR like Mixed-DPR: same data, settings and seeds).\n")
+    if any(s.startswith("hybrid_") for s in accuracy):
+        out.append("_Hybrids_ (Luo et al. 2022, §3.3): BM25's and a dense model's top lists fused per question, for "
+                   "every training seed of the dense model; normalised sum = each list min-max normalised to [0, 1], "
+                   "a passage missing from a list scores 0 there, scores summed (the paper's hybrid); RRF = "
+                   "reciprocal-rank fusion (k = `hybrid.rrf_k`, 60 in every preset). Equal weights: nothing is "
+                   "tuned, on the test sets or elsewhere.\n")
     systems = ordered(accuracy, TABLE3_ORDER)
     panels = list(dict.fromkeys((d, s) for sys_ in systems for d, subs in accuracy[sys_].items() for s in subs))
     for dataset, subset in panels:

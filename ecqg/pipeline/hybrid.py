@@ -1,0 +1,72 @@
+"""BM25 + dense hybrids in the pipeline (Luo et al. 2022, §3.3): which runs are fused, what the fused runs are
+called, and the fusion of one trained dense model's runs with BM25's on every test set.
+
+Two fusions per dense model: ``sum``, the paper's hybrid (each run's top ``hybrid.depth`` min-max normalised per
+question, a passage missing from a run scores 0 there, scores summed, re-ranked), and ``rrf``, reciprocal-rank fusion
+(Cormack et al. 2009) beside it. Equal weights: nothing is tuned, so nothing is tuned on the test sets.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from ecqg import paths
+from ecqg.fusion import normalized_sum, reciprocal_rank_fusion
+from ecqg.pipeline.common import seeds
+from ecqg.run_files import read_run, write_run
+
+METHODS = ("sum", "rrf")
+SPARSE = "bm25"
+
+
+def run_name(method: str, variant: str, seed: int) -> str:
+    """One fused run: ``hybrid_sum_baseline_s2022`` = BM25 + the baseline DPR of seed 2022, normalised sum."""
+    return f"hybrid_{method}_{variant}_s{seed}"
+
+
+def system_name(method: str, variant: str) -> str:
+    """A Table 3 row: the fused runs of every training seed (``hybrid_sum_baseline``)."""
+    return f"hybrid_{method}_{variant}"
+
+
+def systems(params: Mapping) -> list[str]:
+    return [system_name(m, v) for v in params["hybrid"]["variants"] for m in METHODS]
+
+
+def seed_runs(params: Mapping) -> dict[str, list[str]]:
+    """Table 3's hybrid rows -> the fused run of each training seed (like ``dense.seed_runs``)."""
+    return {system_name(m, v): [run_name(m, v, s) for s in seeds(params)]
+            for v in params["hybrid"]["variants"] for m in METHODS}
+
+
+def fuse_with_bm25(variant: str, seed: int, params: Mapping) -> dict:
+    """Fuse BM25's run with ``dpr_<variant>_s<seed>``'s on every test set; write both fused runs; return figures
+    (per set: questions, the mean share of the dense top-``depth`` that BM25's top-``depth`` also holds)."""
+    depth, out_depth = params["hybrid"]["depth"], params["retrieval"]["depth"]
+    dense_run = paths.dense_run_name(variant, seed)
+    figures: dict = {"depth": depth, "rrf_k": params["hybrid"]["rrf_k"]}
+    for name in params["data"]["test_sets"]:
+        runs = [read_run(paths.run_file(SPARSE, name)), read_run(paths.run_file(dense_run, name))]
+        fused = {"sum": normalized_sum(runs, depth=depth, k=out_depth),
+                 "rrf": reciprocal_rank_fusion(runs, rrf_k=params["hybrid"]["rrf_k"], depth=depth, k=out_depth)}
+        for method, run in fused.items():
+            write_run(paths.run_file(run_name(method, variant, seed), name), run, tag=f"hybrid_{method}")
+        sparse, dense = runs
+        shares = [len({pid for pid, _ in sparse.get(q, [])[:depth]} & {pid for pid, _ in ranking[:depth]})
+                  / len(ranking[:depth]) for q, ranking in dense.items() if ranking]
+        figures[f"{name}_questions"] = len(dense)
+        figures[f"{name}_shared_top{depth}"] = round(sum(shares) / max(len(shares), 1), 4)
+    return figures
+
+
+def pairs(params: Mapping) -> list[tuple[str, str]]:
+    """Paired comparisons for Table 3: each hybrid against its dense model and BM25, RRF against the normalised sum,
+    and the Mixed-DPR hybrid against the DPR one (the paper's question, asked again with BM25 alongside)."""
+    variants = params["hybrid"]["variants"]
+    out = []
+    for v in variants:
+        out += [(system_name("sum", v), f"dpr_{v}"), (system_name("sum", v), SPARSE),
+                (system_name("rrf", v), system_name("sum", v))]
+    if "mixed" in variants and "baseline" in variants:
+        out.append((system_name("sum", "mixed"), system_name("sum", "baseline")))
+    return out

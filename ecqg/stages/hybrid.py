@@ -1,0 +1,29 @@
+"""Stage `hybrid@<variant>-<seed>`: BM25 fused with one trained dense model (Luo et al. 2022, §3.3).
+
+``python -m ecqg.stages.hybrid baseline --seed 2022`` reads ``outputs/runs/bm25/`` and
+``outputs/runs/dpr_baseline_s2022/`` and writes, for every test set, ``outputs/runs/hybrid_sum_baseline_s2022/``
+(the paper's normalised sum) and ``outputs/runs/hybrid_rrf_baseline_s2022/`` (reciprocal-rank fusion).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ecqg import config
+from ecqg.pipeline.hybrid import fuse_with_bm25
+from ecqg.stages import timed_stage
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ecqg.stages.hybrid")
+    parser.add_argument("variant", help="a trained dense variant: baseline | uncon | mixed")
+    parser.add_argument("--seed", type=int, required=True, help="its training seed")
+    args = parser.parse_args(argv)
+    params = config.load()
+    with timed_stage(f"hybrid_{args.variant}-{args.seed}", params) as figures:
+        figures.update(fuse_with_bm25(args.variant, args.seed, params))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
