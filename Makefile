@@ -39,9 +39,11 @@ test: $(STAMP)
 
 # make lab   JupyterLab on the repository (open notebooks/; a kernel started there works from the repository root).
 #            On a remote machine: make lab LAB_ARGS="--no-browser --ip 0.0.0.0"
+#            As root (a container), Jupyter refuses to start without --allow-root; it is added then.
 LAB_ARGS ?=
+LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. $(LAB_ARGS)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. $(LAB_ROOT) $(LAB_ARGS)
 
 bench: $(STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

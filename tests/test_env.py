@@ -32,3 +32,10 @@ def test_missing_java_is_said_plainly_before_pyserini_fails():
                          env={"PATH": "/nonexistent", "HOME": os.environ.get("HOME", "/tmp")}, cwd=REPO)
     assert run.returncode != 0
     assert "java not found: pyserini 0.25" in run.stderr and "JavaException" not in run.stderr, run.stderr[-800:]
+
+
+def test_make_lab_starts_jupyter_as_root_too():
+    """Jupyter refuses to run as root without --allow-root (containers run as root): `make lab` adds it then only."""
+    dry = subprocess.run(["make", "-n", "lab", "STAMP="], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    line = next(line for line in dry.splitlines() if "jupyter lab" in line)
+    assert ("--allow-root" in line) == (os.getuid() == 0), line
