@@ -69,6 +69,17 @@ def test_faiss_over_k_rows_equals_the_brute_force_max_over_k():
         assert np.allclose([s for _, s in run[str(qi)]], best[qi][order], atol=1e-5)
 
 
+def test_one_code_model_encodes_and_searches_like_a_single_vector_retriever():
+    """K = 1 (the issue's control) encodes to (N, d) rows like DPR; it once failed on the (B, 1, d) encoder output."""
+    model = tiny(1)
+    ids, vectors = dense.encode_passages(model, PASSAGES, batch_size=3, progress=False)
+    assert ids == [p["id"] for p in PASSAGES] and vectors.shape == (len(PASSAGES), 16)
+    batch = model.tokenize_passages([p["title"] for p in PASSAGES], [p["text"] for p in PASSAGES])
+    with torch.no_grad():
+        direct = model.eval().encode_passages(dict(batch))[:, 0].numpy()
+    assert np.allclose(vectors, direct, atol=1e-5)
+
+
 def test_save_load_keeps_encoders_and_codes(tmp_path):
     model = tiny(5, seed=3)
     with torch.no_grad():

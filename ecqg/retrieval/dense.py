@@ -62,7 +62,7 @@ def _encode_sorted(model, encode, features: list[dict], shape: tuple[int, ...], 
         idx = order[start:start + batch_size]
         batch = model.pad([features[j] for j in idx])
         batch = {k: v.to(device) for k, v in batch.items()}
-        out[idx] = encode(batch).float().cpu().numpy()
+        out[idx] = encode(batch).float().cpu().numpy().reshape(len(idx), *shape)   # K = 1: (B, 1, d) -> (B, d)
         bar.update(len(idx))
     return out
 
