@@ -21,6 +21,7 @@ import pandas as pd
 import torch
 
 from ecqg.attention import TEXT, attention_entropy, sentence_shares
+from ecqg.retrieval import dense
 
 
 def _passage_batches(model, passages: Sequence[Mapping], batch_size: int):
@@ -65,22 +66,18 @@ def code_attention_table(model, passages: Sequence[Mapping], batch_size: int = 3
     return pd.DataFrame(rows)
 
 
-@torch.no_grad()
 def code_wins(model, questions: Sequence[str], passages: Sequence[Mapping], batch_size: int = 32) -> np.ndarray:
     """How often each code gives the best score of a question against its passage (``questions[i]`` with
-    ``passages[i]``): counts of length K."""
+    ``passages[i]``, each with an ``id``): counts of length K."""
     if len(questions) != len(passages):
         raise ValueError(f"{len(questions)} questions for {len(passages)} passages; pair them one to one")
-    model.eval()
-    counts = np.zeros(model.vectors_per_passage, dtype=np.int64)
-    for start in range(0, len(questions), batch_size):
-        q = model.encode_queries(dict(model.tokenize_queries(questions[start:start + batch_size]))).float()
-        chunk = passages[start:start + batch_size]
-        p = model.encode_passages(dict(model.tokenize_passages([x.get("title") or "" for x in chunk],
-                                                               [x["text"] for x in chunk]))).float()
-        best = torch.einsum("bd,bkd->bk", q, p).argmax(dim=-1)
-        counts += np.bincount(best.numpy(), minlength=model.vectors_per_passage)
-    return counts
+    q = dense.encode_queries(model, list(questions), batch_size=batch_size, progress=False)
+    unique = list({str(p["id"]): p for p in passages}.values())         # a passage asked about twice: encoded once
+    ids, vectors = dense.encode_passages(model, unique, batch_size=batch_size, progress=False)
+    row = {pid: i for i, pid in enumerate(ids)}
+    p = vectors[[row[str(x["id"])] for x in passages]].reshape(len(passages), model.vectors_per_passage, -1)
+    best = np.einsum("bd,bkd->bk", q, p).argmax(axis=-1)
+    return np.bincount(best, minlength=model.vectors_per_passage).astype(np.int64)
 
 
 def _mean_offdiagonal_cosine(vectors: torch.Tensor) -> float:
@@ -92,17 +89,10 @@ def _mean_offdiagonal_cosine(vectors: torch.Tensor) -> float:
     return float(((sim.sum(dim=(-1, -2)) - sim.diagonal(dim1=-2, dim2=-1).sum(-1)) / (k * (k - 1))).mean())
 
 
-@torch.no_grad()
 def code_similarity(model, passages: Sequence[Mapping], batch_size: int = 32) -> dict[str, float]:
     """``codes``: mean pairwise cosine of the learned codes; ``passage_vectors``: of the K pooled vectors within a
     passage, averaged over passages (NaN for K = 1)."""
-    model.eval()
-    per_passage = []
-    for start in range(0, len(passages), batch_size):
-        chunk = passages[start:start + batch_size]
-        p = model.encode_passages(dict(model.tokenize_passages([x.get("title") or "" for x in chunk],
-                                                               [x["text"] for x in chunk])))
-        per_passage.append(p.float())
-    vectors = torch.cat(per_passage) if per_passage else torch.empty(0, model.vectors_per_passage, 1)
+    _, vectors = dense.encode_passages(model, passages, batch_size=batch_size, progress=False)
+    vectors = torch.from_numpy(vectors).reshape(len(vectors), model.vectors_per_passage, -1)
     return {"codes": _mean_offdiagonal_cosine(model.codes.detach()),
             "passage_vectors": _mean_offdiagonal_cosine(vectors) if len(vectors) else float("nan")}

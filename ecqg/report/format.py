@@ -12,11 +12,7 @@ from ecqg.io import read_json
 from ecqg.pipeline.results import SYSTEM_LABELS
 
 SECTION = re.compile(r"<!-- results:([A-Za-z0-9_-]+):(start|end) -->")
-TABLE3_ORDER = ("tfidf", "bm25", "minilm_untrained", "dpr_uncon_pre", "dpr_mixed_pre", "dpr_baseline", "dpr_uncon",
-                "dpr_mixed", "dpr_poly_baseline", "dpr_poly_mixed", "hybrid_sum_baseline", "hybrid_rrf_baseline",
-                "hybrid_sum_uncon", "hybrid_rrf_uncon", "hybrid_sum_mixed", "hybrid_rrf_mixed",
-                "hybrid_sum_poly_baseline", "hybrid_rrf_poly_baseline", "hybrid_sum_poly_mixed",
-                "hybrid_rrf_poly_mixed")
+TABLE3_ORDER = tuple(SYSTEM_LABELS)   # the paper's rows, then the related system's (Poly-DPR, hybrids)
 LABELS = {**SYSTEM_LABELS, "dpr_uncon": "UnCon-DPR (ours)", "dpr_mixed": "Mixed-DPR (ours)"}
 # What the bundled base encoder already learned: said next to every dense number it underlies.
 BASE_ENCODER_NOTE = (
