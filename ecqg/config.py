@@ -161,6 +161,9 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "mixing.total": ((int,), lambda v: v >= 2, "an integer >= 2"),
     "hybrid.variants": ((list,), lambda v: bool(v) and len(set(v)) == len(v) and set(v) <= set(HYBRID_VARIANTS),
                         f"a non-empty list of distinct trained dense variants ({', '.join(HYBRID_VARIANTS)})"),
+    "pseudo.m": ((int,), _positive, "an integer > 0 (TF-IDF words per pseudo-query)"),
+    "pseudo.m_sweep": ((list,), lambda v: bool(v) and all(isinstance(m, int) and not isinstance(m, bool) and m > 0
+                                                          for m in v), "a non-empty list of integers > 0"),
     "polydpr.codes": ((int,), _positive, "an integer > 0 (K code vectors per passage; 1 = a single-vector control)"),
     "hybrid.depth": ((int,), _positive, "an integer > 0"),
     "hybrid.rrf_k": ((int,), lambda v: v >= 0, "an integer >= 0"),

@@ -54,6 +54,9 @@ FILTERED_PROBES = FILTERING / "probes.jsonl"   # probe questions that pass stage
 
 # Stage 04 (mixing): the UnCon and Mixed synthetic training sets, DPR retriever-json.
 SYNTHETIC = OUTPUTS / "synthetic"
+# Stage pseudo_queries: the generator-free ETM and RSM sets (Luo et al. 2022), DPR retriever-json.
+PSEUDO = OUTPUTS / "pseudo"
+PSEUDO_KINDS = ("etm", "rsm")
 
 # Notebooks, figures.
 NOTEBOOKS_SRC = Path("notebooks")
@@ -109,7 +112,8 @@ def kept_file(generator: str) -> Path:
 
 
 def synthetic_set(variant: str) -> Path:
-    return SYNTHETIC / f"{variant}.json"
+    """A pre-training set: stage 04's ``uncon`` / ``mixed``, or stage pseudo_queries' ``etm`` / ``rsm``."""
+    return (PSEUDO if variant in PSEUDO_KINDS else SYNTHETIC) / f"{variant}.json"
 
 
 def metrics_dir(profile: str) -> Path:

@@ -29,6 +29,11 @@ SYNTHETIC |= {f"retrieve_pretrained@{variant}_pre-{seed}" for seed in PARAMS["ev
               for variant in ("uncon", "mixed")}           # ... and the same models right after pre-training
 SYNTHETIC |= {f"{stage}-{seed}" for seed in SEEDS
               for stage in ("dpr_poly_synthetic@mixed", "retrieve_dense@poly_mixed")}   # ... Mixed Poly-DPR
+PSEUDO = {"pseudo_queries"} | {f"{stage}@{variant}-{seed}" for seed in SEEDS for variant in ("etm", "rsm")
+                               for stage in ("dpr_pseudo", "retrieve_dense")}   # ETM / RSM reuse UnCon's passages
+PSEUDO |= {f"retrieve_pretrained@{variant}_pre-{seed}" for seed in PARAMS["evaluation"]["pretrain_only_seeds"]
+           for variant in ("etm", "rsm")}
+SYNTHETIC |= PSEUDO
 SYNTHETIC |= {f"hybrid@{variant}-{seed}" for seed in SEEDS for variant in PARAMS["hybrid"]["variants"]
               if variant in ("uncon", "mixed", "poly_mixed")}   # ... and their BM25 hybrids
 HYBRIDS = {f"hybrid@{variant}-{seed}" for seed in SEEDS for variant in PARAMS["hybrid"]["variants"]}
@@ -48,6 +53,7 @@ SPEC = {
     "evaluation.mechanism.moved_sentence_passages": {"mechanism", "report"},
     "hybrid.rrf_k": {*HYBRIDS, "results", "mechanism", "report"},
     "polydpr.codes": {*POLY, "results", "mechanism", "report"},
+    "pseudo.m": {*PSEUDO, "results", "mechanism", "report"},
 }
 
 
@@ -126,11 +132,13 @@ def test_more_seeds_add_one_training_and_one_retrieval_per_variant_and_seed(tmp_
         names = {s.name: s for s in graph.nodes}   # addressing would be relative to the cwd
         seeded = {f"{stage}@{variant}-{seed}" for seed in (1, 2)
                   for stage, variants in (("dpr_training", ["baseline"]), ("dpr_synthetic", ["uncon", "mixed"]),
-                                          ("retrieve_dense", ["baseline", "uncon", "mixed"])) for variant in variants}
+                                          ("dpr_pseudo", ["etm", "rsm"]),
+                                          ("retrieve_dense", ["baseline", "uncon", "mixed", "etm", "rsm"]))
+                  for variant in variants}
         assert seeded <= set(names) and not any(n.endswith(f"-{SEED}") for n in names)
         results_needs = {s.name for s in nx.descendants(graph, names["results"])}
         assert {n for n in seeded if n.startswith("retrieve_dense")} <= results_needs
-        assert {"retrieve_pretrained@uncon_pre-1", "retrieve_pretrained@mixed_pre-1"} <= results_needs
+        assert {f"retrieve_pretrained@{v}_pre-1" for v in ("uncon", "mixed", "etm", "rsm")} <= results_needs
         assert "retrieve_pretrained@uncon_pre-2" not in names    # pre-trained-only search: the listed seeds only
         mechanism_needs = {s.name for s in nx.descendants(graph, names["mechanism"])}
         assert {n for n in seeded if n.startswith("dpr_")} <= mechanism_needs

@@ -157,7 +157,8 @@ def test_smoke_dag_end_to_end(tmp_path):
     shown = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert any("text/html" in o.get("data", {}) for o in shown), "the executed notebook shows no table"
     assert any("image/png" in o.get("data", {}) for o in shown), "the executed notebook shows no figure"
-    seeded = [f"{stage}{variant}-{seed}" for seed in (2022, 2023) for variant in ("baseline", "uncon", "mixed")
+    seeded = [f"{stage}{variant}-{seed}" for seed in (2022, 2023)
+              for variant in ("baseline", "uncon", "mixed", "etm", "rsm")
               for stage in ("05_dpr_training.", "retrieve_dense_")]
     for stage in ["prepare", "index_bm25", "index_tfidf", "retrieve_bm25", "retrieve_tfidf", "training_data",
                   "retrieve_dense_untrained", "01_attention_bias", "02_question_generation", "03_filtering",
@@ -193,9 +194,22 @@ def test_smoke_dag_end_to_end(tmp_path):
     assert mixing["sizes"]["mixed"] == mixing["sizes"]["uncon"] > 0
     synthetic = json.loads((repo / "outputs/synthetic/mixed.json").read_text())
     assert {r["generator"] for r in synthetic} == {"uncon", "con"}
-    for variant in ("uncon", "mixed"):
+    for variant in ("uncon", "mixed", "etm", "rsm"):
         trained = json.loads((repo / f"results/smoke/dpr_{variant}_s2023_training.json").read_text())
         assert trained["pretrain"]["steps"] > 0 and trained["steps"] == 6
+    # ETM / RSM: UnCon's passages, entry for entry, so the same size; no question generator, no answers
+    pseudo = json.loads((repo / "results/smoke/stage_pseudo_queries.json").read_text())
+    uncon_set = json.loads((repo / "outputs/synthetic/uncon.json").read_text())
+    for kind in ("etm", "rsm"):
+        built = json.loads((repo / f"outputs/pseudo/{kind}.json").read_text())
+        assert pseudo["sizes"][kind] == len(built) == len(uncon_set) == mixing["sizes"]["uncon"], kind
+        assert [r["positive_ctxs"][0]["passage_id"] for r in built] == [
+            r["positive_ctxs"][0]["passage_id"] for r in uncon_set], kind
+        assert all(r["answers"] == [] and r["generator"] == kind for r in built), kind
+        assert 0 <= pseudo["sweep"][f"{kind}_m8"]["positive_bm25_top1"] <= 1
+        assert table["accuracy"][f"dpr_{kind}"]["nq"]["all"]["seeds"] == 2, kind
+        assert table["accuracy"][f"dpr_{kind}_pre"]["nq"]["all"]["n"] == 40, kind
+    assert "dpr_mixed_minus_dpr_etm" in table["paired"] and "dpr_uncon_minus_dpr_rsm" in table["paired"]
     comparison = json.loads((repo / "results/smoke/encoder_comparison.json").read_text())
     assert set(comparison["attention"]["encoders"]) == {"dpr_baseline", "dpr_uncon", "dpr_mixed"}
     assert "dpr_mixed_minus_dpr_baseline" in comparison["attention"]["paired"]
@@ -205,7 +219,8 @@ def test_smoke_dag_end_to_end(tmp_path):
     mechanism = json.loads((repo / "results/smoke/mechanism.json").read_text())
     assert mechanism["position"]["counts"]["ok"] > 0 and mechanism["moved_sentence"]["counts"]["probed"] > 0
     assert set(mechanism["moved_sentence"]["systems"]) == {"minilm_untrained", "dpr_uncon_pre", "dpr_mixed_pre",
-                                                           "dpr_baseline", "dpr_uncon", "dpr_mixed",
+                                                           "dpr_etm_pre", "dpr_rsm_pre", "dpr_baseline", "dpr_uncon",
+                                                           "dpr_mixed", "dpr_etm", "dpr_rsm",
                                                            "dpr_poly_baseline", "dpr_poly_mixed"}
     assert mechanism["moved_sentence"]["systems"]["dpr_baseline"]["seeds"] == 2
     for system in ("bm25", "dpr_mixed", "dpr_mixed_pre"):

@@ -258,3 +258,26 @@ def test_declared_metric_files_follow_params(tmp_path):
     files = dvc_stages.metric_files(repo / "dvc.yaml", params)
     assert "results/mini/stage_05_dpr_training.baseline-2024.json" not in files
     assert "results/mini/stage_retrieve_dense_uncon_pre-2022.json" in files
+
+
+def test_related_system_sections_render_codes_and_pseudo_sets(metrics):
+    (metrics / "poly_codes.json").write_text(json.dumps({
+        "codes_k": 2, "passages": 5, "probe_questions": 4,
+        "systems": {"dpr_poly_baseline": {"similarity": {"codes": 0.12, "pooled": 0.97},
+                                          "codes": {"0": {"entropy": 3.1, "later_sentence_share": 0.4, "wins": 3},
+                                                    "1": {"entropy": 2.9, "later_sentence_share": 0.6, "wins": 1},
+                                                    "mean": {"entropy": 3.0, "later_sentence_share": 0.5,
+                                                             "wins": None}}}}}))
+    (metrics / "stage_pseudo_queries.json").write_text(json.dumps({
+        "stage": "pseudo_queries", "wall_time_s": 4.0, "pool_set": "uncon", "m": 8, "sizes": {"etm": 7, "rsm": 7},
+        "etm": {"passages": 6, "repeated_passage": 1, "short_queries": 0, "mean_words": 9.5,
+                "negatives_same_title_skipped": 3, "negatives_fewer_hard_negatives": 0},
+        "rsm": {"passages": 6, "repeated_passage": 1, "short_queries": 2, "mean_words": 7.25},
+        "sweep": {"uncon": {"positive_bm25_top1": 0.25}, "etm_m8": {"positive_bm25_top1": 0.9, "mean_words": 9.5}}}))
+    text = report.render_results(metrics)
+    codes = text.split("#### Poly-DPR's codes")[1].split("####")[0]
+    assert "Poly-DPR (ours)" in codes and "pooled 0.970" in codes
+    assert "| 1 | 2.900 | 60.0 | 1 |" in codes and "| mean | 3.000 | 50.0 | – |" in codes
+    sets = text.split("#### Generator-free pre-training sets (ETM / RSM)")[1].split("####")[0]
+    assert "| ETM | 7 | 6 | 1 | 0 | 9.5 | 3 | 0 |" in sets and "| RSM | 7 | 6 | 1 | 2 | 7.2 | – | – |" in sets
+    assert "| etm_m8 | 90.0 | 9.5 |" in sets and "| uncon | 25.0 | – |" in sets

@@ -75,8 +75,10 @@ def train_config(params: Mapping, phase: str = "finetune", seed: int | None = No
 
 
 VARIANTS = DENSE_VARIANTS
-SYNTHETIC_VARIANTS = ("uncon", "mixed")  # pre-trained on stage 04's synthetic set of the same name
-PRETRAINED_SUFFIX = "_pre"               # uncon_pre / mixed_pre: a synthetic variant right after pre-training
+# Pre-trained on the set of the same name (``paths.synthetic_set``): stage 04's generated UnCon / Mixed questions, or
+# stage pseudo_queries' generator-free ETM / RSM pseudo-queries over the same passages, as many.
+SYNTHETIC_VARIANTS = ("uncon", "mixed", "etm", "rsm")
+PRETRAINED_SUFFIX = "_pre"               # uncon_pre, ...: a pre-trained variant right after pre-training
 PRETRAIN_ONLY_VARIANTS = tuple(v + PRETRAINED_SUFFIX for v in SYNTHETIC_VARIANTS)
 # Poly-DPR (Luo et al. 2022) trained exactly like a DPR variant, on the same data with the same settings and seeds:
 # poly_baseline beside baseline, poly_mixed beside mixed (the 2 x 2 of architecture and synthetic pre-training).
@@ -96,7 +98,8 @@ def retriever_kind(variant: str, params: Mapping) -> str:
 
 
 def synthetic_records(variant: str) -> list[dict]:
-    """The synthetic DPR training set of ``uncon`` / ``mixed`` (stage 04, DPR retriever-json)."""
+    """The pre-training set of ``uncon`` / ``mixed`` (stage 04) or ``etm`` / ``rsm`` (stage pseudo_queries), DPR
+    retriever-json."""
     return list(read_dpr_retriever_json(paths.synthetic_set(variant)))
 
 
@@ -119,9 +122,9 @@ def train_variant(variant: str, params: Mapping, seed: int, progress: bool = Tru
     figures (history, counts, time) and, for synthetic variants, ``pretrain`` with the same figures of the
     pre-training phase.
 
-    ``baseline``: the base checkpoint fine-tuned on gold data only (the paper's DPR row). ``uncon`` / ``mixed``:
-    pre-trained on the synthetic set of that name (``dpr.pretrain``), then fine-tuned exactly like the baseline
-    (same records, settings and seed), so the rows differ only in the synthetic pre-training. The seed steers batch
+    ``baseline``: the base checkpoint fine-tuned on gold data only (the paper's DPR row). ``uncon`` / ``mixed`` (and
+    the generator-free ``etm`` / ``rsm``): pre-trained on the set of that name (``dpr.pretrain``), then fine-tuned
+    exactly like the baseline (same records, settings and seed), so the rows differ only in the pre-training. The seed steers batch
     order, dropout and the held-out split; the gold sub-sample (``max_examples``) is the same for every seed.
 
     A synthetic variant's model right after pre-training (before fine-tuning) is saved too, as

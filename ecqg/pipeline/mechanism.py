@@ -24,11 +24,12 @@ log = logging.getLogger(__name__)
 
 TEST_SET = "nq"
 # Dense systems -> how to load each of their models: (variant, seed) per training seed.
-DENSE_SYSTEMS = ("minilm_untrained", "dpr_uncon_pre", "dpr_mixed_pre", "dpr_baseline", "dpr_uncon", "dpr_mixed",
-                 "dpr_poly_baseline", "dpr_poly_mixed")
+DENSE_SYSTEMS = ("minilm_untrained", "dpr_uncon_pre", "dpr_mixed_pre", "dpr_etm_pre", "dpr_rsm_pre", "dpr_baseline",
+                 "dpr_uncon", "dpr_mixed", "dpr_etm", "dpr_rsm", "dpr_poly_baseline", "dpr_poly_mixed")
 PAIRS = (("dpr_mixed", "dpr_baseline"), ("dpr_mixed", "dpr_uncon"), ("dpr_uncon", "dpr_baseline"),
          ("dpr_mixed_pre", "dpr_uncon_pre"), ("dpr_poly_baseline", "dpr_baseline"),
-         ("dpr_poly_mixed", "dpr_poly_baseline"))
+         ("dpr_poly_mixed", "dpr_poly_baseline"), ("dpr_etm", "dpr_baseline"), ("dpr_rsm", "dpr_baseline"),
+         ("dpr_mixed", "dpr_etm"), ("dpr_mixed", "dpr_rsm"))
 
 
 def nq_questions(params: Mapping) -> list[dict]:

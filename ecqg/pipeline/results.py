@@ -24,15 +24,20 @@ SYSTEM_LABELS = {
     "minilm_untrained": "MiniLM, not fine-tuned",
     "dpr_uncon_pre": "UnCon, pre-training only (ours)",
     "dpr_mixed_pre": "Mixed, pre-training only (ours)",
+    "dpr_etm_pre": "ETM, pre-training only (ours)",
+    "dpr_rsm_pre": "RSM, pre-training only (ours)",
     "dpr_baseline": "DPR (ours)",
     "dpr_uncon": "UnCon-DPR (ours)",
     "dpr_mixed": "Mixed-DPR (ours)",
+    "dpr_etm": "ETM-DPR (ours)",          # generator-free pre-training (Luo et al. 2022, §5)
+    "dpr_rsm": "RSM-DPR (ours)",
     "dpr_poly_baseline": "Poly-DPR (ours)",
     "dpr_poly_mixed": "Mixed Poly-DPR (ours)",
 }
 # BM25 + dense hybrids (stage hybrid; Luo et al. 2022's normalised sum, and reciprocal-rank fusion)
 SYSTEM_LABELS.update({f"hybrid_{method}_{variant}": f"BM25 + {name}, {how}"
                       for variant, name in (("baseline", "DPR"), ("uncon", "UnCon-DPR"), ("mixed", "Mixed-DPR"),
+                                            ("etm", "ETM-DPR"), ("rsm", "RSM-DPR"),
                                             ("poly_baseline", "Poly-DPR"), ("poly_mixed", "Mixed Poly-DPR"))
                       for method, how in (("sum", "normalised sum"), ("rrf", "RRF"))})
 DATASET_LABELS = {"nq": "NQ", "wq": "WebQuestions", "tqa": "TriviaQA", "trec": "CuratedTREC"}

@@ -29,6 +29,7 @@ from ecqg.io import write_text
 from ecqg.report.format import SECTION, SYNTHETIC_STAGES, load_metrics, missing_note
 from ecqg.report.headline import headline, render_comparison
 from ecqg.report.mechanism import render_mechanism
+from ecqg.report.related import render_poly_codes, render_pseudo_sets
 from ecqg.report.sections import (render_attention_bias, render_encoder_comparison, render_generic,
                                   render_settings, render_table3, render_wall_times)
 
@@ -56,6 +57,12 @@ def render_results(metrics_dir: str | Path, declared: set[str] | None = None) ->
     comparison = load_metrics(metrics_dir, "encoder_comparison.json")
     parts.append(render_encoder_comparison(comparison) if comparison else "#### Attention of the dense models\n\n"
                  + missing_note(metrics_dir, "encoder_comparison.json", "results (encoder comparison)"))
+    codes = load_metrics(metrics_dir, "poly_codes.json")
+    if codes:
+        parts.append(render_poly_codes(codes))
+    pseudo = load_metrics(metrics_dir, "stage_pseudo_queries.json")
+    if pseudo:
+        parts.append(render_pseudo_sets(pseudo))
     for name, title in SYNTHETIC_STAGES:
         metrics = load_metrics(metrics_dir, f"{name}.json")
         parts.append(render_generic(metrics, title) if metrics is not None

@@ -31,7 +31,9 @@ STAGE_ORDER = ("prepare", "index_bm25", "index_tfidf", "retrieve_bm25", "retriev
                "05_dpr_training.baseline", "retrieve_dense_untrained", "retrieve_dense_baseline",
                "01_attention_bias", "02_question_generation", "03_filtering", "04_mixing",
                "05_dpr_training.uncon", "05_dpr_training.mixed", "retrieve_dense_uncon_pre",
-               "retrieve_dense_mixed_pre", "retrieve_dense_uncon", "retrieve_dense_mixed",
+               "retrieve_dense_mixed_pre", "retrieve_dense_uncon", "retrieve_dense_mixed", "pseudo_queries",
+               "05_dpr_training.etm", "05_dpr_training.rsm", "retrieve_dense_etm_pre", "retrieve_dense_rsm_pre",
+               "retrieve_dense_etm", "retrieve_dense_rsm",
                "05_dpr_training.poly_baseline", "05_dpr_training.poly_mixed", "retrieve_dense_poly_baseline",
                "retrieve_dense_poly_mixed", "hybrid_baseline", "hybrid_uncon", "hybrid_mixed", "hybrid_poly_baseline",
                "06_results_and_attention_entropy", "07_mechanism")

@@ -38,8 +38,13 @@ def render_table3(table3: Mapping) -> str:
     if setting.get("base_model") == "bundled:minilm":
         out.append(f"**What the base encoder already knows.** {BASE_ENCODER_NOTE}\n")
     if any(s.endswith("_pre") for s in accuracy):
-        out.append("_Pre-training only_: UnCon / Mixed right after synthetic pre-training, before fine-tuning "
-                   "(the synthetic data's own effect on the base encoder).\n")
+        out.append("_Pre-training only_: UnCon / Mixed (and ETM / RSM) right after pre-training, before fine-tuning "
+                   "(the pre-training data's own effect on the base encoder).\n")
+    if any(s in ("dpr_etm", "dpr_rsm") for s in accuracy):
+        out.append("_ETM-DPR / RSM-DPR_ (Luo et al. 2022, §5): pre-trained on generator-free pseudo-queries (the "
+                   "title plus a passage's top TF-IDF words; one sentence reduced to its top TF-IDF words) over the "
+                   "UnCon set's passages, as many, then fine-tuned exactly like DPR: against UnCon-DPR they ask "
+                   "whether the question generator matters at all.\n")
     if any(s.startswith("dpr_poly_") for s in accuracy):
         out.append("_Poly-DPR_ (Luo et al. 2022, §3.2): `polydpr.codes` learned code vectors attention-pool the "
                    "passage encoder's last layer into that many passage vectors; the query is its [CLS] vector; "

@@ -15,9 +15,10 @@ RETRIEVERS = {
     "polydpr": "ecqg.retrieval.polydpr",          # Poly-DPR: K code-pooled vectors per passage, best one scores
 }
 
-# The dense variants stage 05 trains (``ecqg.pipeline.dense``): DPR on the gold data, and DPR pre-trained on stage 04's
-# UnCon / Mixed synthetic set first. Params name them (``hybrid.variants``), so they are listed here.
-DENSE_VARIANTS = ("baseline", "uncon", "mixed")
+# The dense variants stage 05 trains (``ecqg.pipeline.dense``): DPR on the gold data, DPR pre-trained on stage 04's
+# UnCon / Mixed synthetic set first, and DPR pre-trained on the generator-free ETM / RSM set (stage pseudo_queries,
+# Luo et al. 2022) first. Params name them (``hybrid.variants``), so they are listed here.
+DENSE_VARIANTS = ("baseline", "uncon", "mixed", "etm", "rsm")
 # Poly-DPR is trained beside these DPR variants (as poly_<variant>): the 2 x 2 of architecture and pre-training.
 POLY_VARIANT_DATA = ("baseline", "mixed")
 # What a hybrid may fuse with BM25 (``hybrid.variants``).

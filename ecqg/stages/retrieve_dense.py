@@ -2,9 +2,9 @@
 test set.
 
 ``python -m ecqg.stages.retrieve_dense untrained`` uses the base checkpoint as is (Table 3's "not fine-tuned" row);
-``python -m ecqg.stages.retrieve_dense baseline --seed 2022`` (or ``uncon``, ``mixed``) uses the model notebook 05
-trained with that seed. Runs go to ``outputs/runs/<system>/<set>.trec``, the index to
-``outputs/indexes/dense/<variant>[_s<seed>]/``.
+``python -m ecqg.stages.retrieve_dense baseline --seed 2022`` (or any variant stage 05 trains, or one of them right
+after pre-training: ``mixed_pre``) uses the model notebook 05 trained with that seed. Runs go to
+``outputs/runs/<system>/<set>.trec``, the index to ``outputs/indexes/dense/<variant>[_s<seed>]/``.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from __future__ import annotations
 import argparse
 
 from ecqg import config
-from ecqg.pipeline.dense import retrieve_all
+from ecqg.pipeline.dense import PRETRAIN_ONLY_VARIANTS, TRAINED_VARIANTS, UNTRAINED, retrieve_all
 from ecqg.stages import timed_stage
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ecqg.stages.retrieve_dense")
-    parser.add_argument("variant", help="untrained | baseline | uncon | mixed")
+    parser.add_argument("variant", help=" | ".join((UNTRAINED,) + TRAINED_VARIANTS + PRETRAIN_ONLY_VARIANTS))
     parser.add_argument("--seed", type=int, help="training seed of the model (not for untrained)")
     args = parser.parse_args(argv)
     params = config.load()

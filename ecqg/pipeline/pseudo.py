@@ -1,0 +1,95 @@
+"""Stage ``pseudo_queries`` in the pipeline: the generator-free ETM and RSM pre-training sets (Luo et al. 2022, §5).
+
+Both are built over the UnCon set's passages, entry for entry (a passage UnCon uses twice gets two pseudo-queries),
+so ETM-DPR and RSM-DPR pre-train on the same passages and the same number of examples as UnCon-DPR and Mixed-DPR:
+only how the query is made differs. Hard negatives follow the synthetic sets' rule (one BM25 negative per query)
+with the same-title guard of :mod:`ecqg.pseudo_queries`. The stage also measures what ``pseudo.m`` does: for each m
+of ``pseudo.m_sweep``, how often BM25 ranks a pseudo-query's own passage first, beside the same figure for UnCon's
+generated questions (how lexically easy each kind of query is).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Mapping
+
+from ecqg import paths, pseudo_queries
+from ecqg.data.dpr import read_dpr_retriever_json, write_dpr_retriever_json
+from ecqg.errors import DataFormatError
+from ecqg.io import empty_directory
+from ecqg.pipeline.common import passages_by_id
+
+log = logging.getLogger(__name__)
+
+POOL_SET = "uncon"      # the set whose passages (with their repeats) the pseudo-query sets reuse
+NEGATIVE_DEPTH = 100    # BM25 hits searched for the hard negative, as for the synthetic sets
+N_HARD = 1              # hard negatives per query, as for the synthetic sets
+
+
+def passage_pool() -> tuple[list[str], list[str]]:
+    """(passage ids, questions) of the UnCon set's records, in its order."""
+    records = list(read_dpr_retriever_json(paths.synthetic_set(POOL_SET)))
+    for i, rec in enumerate(records):
+        if not rec["positive_ctxs"] or not rec["positive_ctxs"][0].get("passage_id"):
+            raise DataFormatError(paths.synthetic_set(POOL_SET), f"record {i + 1}", "positive_ctxs",
+                                  "the first positive needs a passage_id (the pseudo-query sets reuse the passage)")
+    return [r["positive_ctxs"][0]["passage_id"] for r in records], [r["question"] for r in records]
+
+
+def sentence_texts(passages: Mapping[str, Mapping], ids: list[str]) -> dict[str, list[str]]:
+    """spaCy's sentences of each passage (the parser's boundaries, as everywhere else in the pipeline)."""
+    from ecqg.text import analyze
+
+    distinct = list(dict.fromkeys(ids))
+    analyses = analyze([passages[pid]["text"] for pid in distinct])
+    return {pid: [passages[pid]["text"][a:b] for a, b in analysis.sentences]
+            for pid, analysis in zip(distinct, analyses)}
+
+
+def _top1_share(run: Mapping, positives: Mapping[str, str]) -> float:
+    return round(sum(bool(run[q]) and run[q][0][0] == pid for q, pid in positives.items()) / max(len(positives), 1),
+                 4)
+
+
+def build_sets(params: Mapping, progress: bool = True) -> tuple[dict[str, list[dict]], dict]:
+    """The ETM and RSM sets as DPR examples, and the stage's figures (counts, negatives, the m sweep)."""
+    from ecqg.retrieval.bm25 import BM25Searcher
+
+    settings, seed = params["pseudo"], params["seed"]
+    pool, uncon_questions = passage_pool()
+    passages = passages_by_id()
+    weights = pseudo_queries.TermWeights([p["text"] for p in passages.values()])
+    sentences = sentence_texts(passages, pool)
+    searcher = BM25Searcher(paths.BM25_INDEX, k1=params["bm25"]["k1"], b=params["bm25"]["b"])
+    threads = params["bm25"]["threads"]
+
+    def search(records: list[dict]) -> dict:
+        return searcher.search({r["id"]: r["question"] for r in records}, k=NEGATIVE_DEPTH, threads=threads,
+                               progress=progress)
+
+    uncon = [{"id": f"uncon-{i}", "question": q, "passage_id": pid} for i, (q, pid) in
+             enumerate(zip(uncon_questions, pool))]
+    figures: dict = {"pool_set": POOL_SET, "m": settings["m"],
+                     "sweep": {"uncon": {"positive_bm25_top1": _top1_share(search(uncon), {
+                         r["id"]: r["passage_id"] for r in uncon})}}}
+    for m in settings["m_sweep"]:
+        for kind in pseudo_queries.KINDS:
+            records, counts = pseudo_queries.build(kind, pool, passages, weights, m, seed, sentences)
+            figures["sweep"][f"{kind}_m{m}"] = {
+                "positive_bm25_top1": _top1_share(search(records), {r["id"]: r["passage_id"] for r in records}),
+                "mean_words": counts["mean_words"]}
+    sets = {}
+    for kind in pseudo_queries.KINDS:
+        records, counts = pseudo_queries.build(kind, pool, passages, weights, settings["m"], seed, sentences)
+        examples, negatives = pseudo_queries.dpr_examples(records, search(records), passages, n_hard=N_HARD)
+        sets[kind] = examples
+        figures[kind] = {**counts, **{f"negatives_{k}": v for k, v in negatives.items() if k != "questions"}}
+        log.info("%s: %d queries over %d passages (%s)", kind, counts["queries"], counts["passages"], figures[kind])
+    searcher.close()
+    return sets, figures
+
+
+def write_sets(sets: Mapping[str, list[dict]]) -> dict[str, int]:
+    """Write each set as DPR retriever json under ``outputs/pseudo/`` (emptied first); sizes."""
+    empty_directory(paths.PSEUDO)
+    return {kind: write_dpr_retriever_json(paths.synthetic_set(kind), examples) for kind, examples in sets.items()}

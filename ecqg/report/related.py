@@ -1,0 +1,53 @@
+"""README pieces for the related system (Luo et al. 2022) beyond Table 3: what Poly-DPR's codes do, and what the
+generator-free ETM / RSM pre-training sets look like."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ecqg.report.format import label, md_table, num
+
+
+def _pct(x) -> str:
+    return num(None if x is None else 100 * x)
+
+
+def render_poly_codes(codes: Mapping) -> str:
+    """Per code: attention entropy, later-sentence share, probe wins; and how alike the codes are."""
+    out = ["#### Poly-DPR's codes\n",
+           f"First training seed, K = {codes.get('codes_k', '?')}; attention on {codes.get('passages', '?')} studied "
+           f"passages, wins on {codes.get('probe_questions', '?')} probe questions (the code that scores a question "
+           "highest against its passage); `mean` = the codes' mean attention. Similarity: mean pairwise cosine of the "
+           "codes and of a passage's K pooled vectors (near 1: the codes collapsed into one).\n"]
+    for system, node in codes.get("systems", {}).items():
+        sim = node.get("similarity", {})
+        out.append(f"**{label(system)}** (similarity: " + ", ".join(f"{k} {num(v, 3)}" for k, v in sim.items())
+                   + ")\n")
+        rows = [[code, num(row.get("entropy"), 3), _pct(row.get("later_sentence_share")),
+                 "–" if row.get("wins") is None else str(int(row["wins"]))] for code, row in node["codes"].items()]
+        out.append(md_table(["code", "entropy (nats)", "later-sentence share %", "probe wins"], rows))
+    return "\n".join(out)
+
+
+def render_pseudo_sets(stage: Mapping) -> str:
+    """The ETM / RSM sets: sizes, how they were made, and how lexically easy each kind of query is for BM25."""
+    out = ["#### Generator-free pre-training sets (ETM / RSM)\n",
+           f"Built over the `{stage.get('pool_set', 'uncon')}` set's passages, entry for entry (same passages, same "
+           f"size), m = {stage.get('m', '?')} TF-IDF words per query; one BM25 hard negative each, never a passage "
+           "of the positive's title.\n"]
+    rows = []
+    for kind in ("etm", "rsm"):
+        node = stage.get(kind, {})
+        rows.append([kind.upper(), str(stage.get("sizes", {}).get(kind, "–")), str(node.get("passages", "–")),
+                     str(node.get("repeated_passage", "–")), str(node.get("short_queries", "–")),
+                     num(node.get("mean_words")), str(node.get("negatives_same_title_skipped", "–")),
+                     str(node.get("negatives_fewer_hard_negatives", "–"))])
+    out.append(md_table(["set", "queries", "passages", "repeat of a passage", "short (RSM)", "words / query",
+                         "same-title hits skipped", "without a negative"], rows))
+    sweep = stage.get("sweep", {})
+    if sweep:
+        out.append("\nBM25 ranks the query's own passage first (%), by m; UnCon's generated questions for scale:\n")
+        out.append(md_table(["queries", "BM25 top-1 %", "words / query"],
+                            [[name, _pct(node.get("positive_bm25_top1")), num(node.get("mean_words"))]
+                             for name, node in sweep.items()]))
+    return "\n".join(out)
