@@ -281,3 +281,20 @@ def test_related_system_sections_render_codes_and_pseudo_sets(metrics):
     sets = text.split("#### Generator-free pre-training sets (ETM / RSM)")[1].split("####")[0]
     assert "| ETM | 7 | 6 | 1 | 0 | 9.5 | 3 | 0 |" in sets and "| RSM | 7 | 6 | 1 | 2 | 7.2 | – | – |" in sets
     assert "| etm_m8 | 90.0 | 9.5 |" in sets and "| uncon | 25.0 | – |" in sets
+
+
+def test_the_two_by_two_is_answered_with_p_values(metrics):
+    def node(diff, p):
+        return {"n": 10, "top5_diff": diff, "top5_ci_low": diff - 1, "top5_ci_high": diff + 1, "top5_p": p}
+    table = json.loads((metrics / "table3.json").read_text())
+    table["paired"].update({"dpr_poly_baseline_minus_dpr_baseline": {"nq": {"all": node(2.0, 0.01)}},
+                            "dpr_mixed_minus_dpr_baseline": {"nq": {"all": node(-0.5, 0.4)}},
+                            "dpr_uncon_minus_dpr_etm": {"nq": {"all": node(-3.0, 0.0004)}}})
+    (metrics / "table3.json").write_text(json.dumps(table))
+    text = report.render_results(metrics)
+    answers = text.split("#### The questions the comparisons answer")[1].split("####")[0]
+    arch = answers.split("**Architecture or data?")[1].split("**Does")[0]
+    assert "| architecture: Poly-DPR - DPR | 10 | – | +2.0 [+1.0, +3.0], p 0.010: A better | – |" in arch
+    assert "| data: Mixed-DPR - DPR | 10 | – | -0.5 [-1.5, +0.5], p 0.400: no difference shown | – |" in arch
+    assert "given Mixed data" not in arch                     # a pair the metrics lack is left out, not invented
+    assert "| UnCon-DPR - ETM-DPR | 10 | – | -3.0 [-4.0, -2.0], p < .001: B better | – |" in answers

@@ -29,7 +29,7 @@ from ecqg.io import write_text
 from ecqg.report.format import SECTION, SYNTHETIC_STAGES, load_metrics, missing_note
 from ecqg.report.headline import headline, render_comparison
 from ecqg.report.mechanism import render_mechanism
-from ecqg.report.related import render_poly_codes, render_pseudo_sets
+from ecqg.report.related import render_poly_codes, render_pseudo_sets, render_questions
 from ecqg.report.sections import (render_attention_bias, render_encoder_comparison, render_generic,
                                   render_settings, render_table3, render_wall_times)
 
@@ -48,6 +48,9 @@ def render_results(metrics_dir: str | Path, declared: set[str] | None = None) ->
     table3 = load_metrics(metrics_dir, "table3.json")
     parts.append(render_table3(table3) if table3 else "#### Table 3\n\n" + missing_note(metrics_dir, "table3.json",
                                                                                        "results"))
+    questions = render_questions(table3) if table3 else ""
+    if questions:
+        parts.append(questions)
     mech = load_metrics(metrics_dir, "mechanism.json")
     parts.append(render_mechanism(mech) if mech else "#### Where the method acts\n\n"
                  + missing_note(metrics_dir, "mechanism.json", "mechanism"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ecqg.report.format import label, md_table, num
+from ecqg.report.format import label, md_table, num, pval, with_ci
 
 
 def _pct(x) -> str:
@@ -51,3 +51,49 @@ def render_pseudo_sets(stage: Mapping) -> str:
                             [[name, _pct(node.get("positive_bm25_top1")), num(node.get("mean_words"))]
                              for name, node in sweep.items()]))
     return "\n".join(out)
+
+
+# The comparisons the two papers make, each answered from Table 3's paired differences (A - B on the same questions).
+QUESTIONS = (
+    ("Architecture or data? (the 2 x 2 of Poly-DPR and Mixed pre-training)",
+     (("dpr_poly_baseline", "dpr_baseline", "architecture: Poly-DPR - DPR"),
+      ("dpr_mixed", "dpr_baseline", "data: Mixed-DPR - DPR"),
+      ("dpr_poly_mixed", "dpr_mixed", "architecture given Mixed data: Mixed Poly-DPR - Mixed-DPR"),
+      ("dpr_poly_mixed", "dpr_poly_baseline", "data given Poly-DPR: Mixed Poly-DPR - Poly-DPR"))),
+    ("Does the question generator matter? (generated vs generator-free pre-training, same passages and size)",
+     (("dpr_uncon", "dpr_etm", "UnCon-DPR - ETM-DPR"), ("dpr_uncon", "dpr_rsm", "UnCon-DPR - RSM-DPR"),
+      ("dpr_mixed", "dpr_etm", "Mixed-DPR - ETM-DPR"), ("dpr_mixed", "dpr_rsm", "Mixed-DPR - RSM-DPR"))),
+)
+ALPHA = 0.05
+
+
+def _verdict(node: Mapping, k: int) -> str:
+    diff, p = node.get(f"top{k}_diff"), node.get(f"top{k}_p")
+    if diff is None or p is None:
+        return "–"
+    if p >= ALPHA:
+        return "no difference shown"
+    return "A better" if diff > 0 else "B better"
+
+
+def render_questions(table3: Mapping, dataset: str = "nq", subset: str = "all", ks: tuple[int, ...] = (1, 5, 20)
+                     ) -> str:
+    """Each question's pairs on one test set: the difference in points with its CI and p, and a verdict at
+    p < 0.05 (bootstrap, not corrected for the number of pairs: read the p-values, not only the verdicts)."""
+    paired = table3.get("paired", {})
+    out = []
+    for title, pairs in QUESTIONS:
+        rows = []
+        for a, b, name in pairs:
+            node = paired.get(f"{a}_minus_{b}", {}).get(dataset, {}).get(subset)
+            if node is None:
+                continue
+            rows.append([name, str(node.get("n", "–"))]
+                        + [f"{with_ci(node, f'top{k}_diff', f'top{k}_ci_low', f'top{k}_ci_high', signed=True)}, "
+                           f"p {pval(node.get(f'top{k}_p'))}: {_verdict(node, k)}" if f"top{k}_diff" in node else "–"
+                           for k in ks])
+        if rows:
+            out.append(f"**{title}** ({dataset.upper()} {subset}; points [95% CI], paired bootstrap p; verdict at "
+                       f"p < {ALPHA}, uncorrected)\n")
+            out.append(md_table(["A - B", "n"] + [f"Top-{k}" for k in ks], rows, ["l"] + ["r"] * (1 + len(ks))))
+    return ("#### The questions the comparisons answer\n\n" + "\n".join(out)) if out else ""
