@@ -67,11 +67,11 @@ def build_sets(params: Mapping, progress: bool = True) -> tuple[dict[str, list[d
         return searcher.search({r["id"]: r["question"] for r in records}, k=NEGATIVE_DEPTH, threads=threads,
                                progress=progress)
 
-    uncon = [{"id": f"uncon-{i}", "question": q, "passage_id": pid} for i, (q, pid) in
-             enumerate(zip(uncon_questions, pool))]
-    figures: dict = {"pool_set": POOL_SET, "m": settings["m"],
-                     "sweep": {"uncon": {"positive_bm25_top1": _top1_share(search(uncon), {
-                         r["id"]: r["passage_id"] for r in uncon})}}}
+    uncon = [{"id": f"uncon-{i}", "question": q, "passage_id": pid}
+             for i, (q, pid) in enumerate(zip(uncon_questions, pool))]
+    uncon_ease = {"positive_bm25_top1": _top1_share(search(uncon), {r["id"]: r["passage_id"] for r in uncon}),
+                  "mean_words": round(sum(len(q.split()) for q in uncon_questions) / max(len(uncon), 1), 2)}
+    figures: dict = {"pool_set": POOL_SET, "m": settings["m"], "sweep": {"uncon": uncon_ease}}
     for m in settings["m_sweep"]:
         for kind in pseudo_queries.KINDS:
             records, counts = pseudo_queries.build(kind, pool, passages, weights, m, seed, sentences)
