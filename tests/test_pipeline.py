@@ -211,7 +211,10 @@ def test_smoke_dag_end_to_end(tmp_path):
         assert table["accuracy"][f"dpr_{kind}_pre"]["nq"]["all"]["n"] == 40, kind
     assert "dpr_mixed_minus_dpr_etm" in table["paired"] and "dpr_uncon_minus_dpr_rsm" in table["paired"]
     comparison = json.loads((repo / "results/smoke/encoder_comparison.json").read_text())
-    assert set(comparison["attention"]["encoders"]) == {"dpr_baseline", "dpr_uncon", "dpr_mixed"}
+    assert set(comparison["attention"]["encoders"]) == {"dpr_baseline", "dpr_uncon", "dpr_mixed", "dpr_etm", "dpr_rsm"}
+    # the Table 1 probe also scores Poly-DPR, with its inference score (best code)
+    assert set(comparison["table1_probe"]) == set(comparison["attention"]["encoders"]) | {"dpr_poly_baseline",
+                                                                                          "dpr_poly_mixed"}
     assert "dpr_mixed_minus_dpr_baseline" in comparison["attention"]["paired"]
     # Checkpoints only serve a killed run: once a model is saved they are gone (gigabytes otherwise).
     assert (repo / "outputs/checkpoints/qg").is_dir()
@@ -223,6 +226,9 @@ def test_smoke_dag_end_to_end(tmp_path):
                                                            "dpr_mixed", "dpr_etm", "dpr_rsm",
                                                            "dpr_poly_baseline", "dpr_poly_mixed"}
     assert mechanism["moved_sentence"]["systems"]["dpr_baseline"]["seeds"] == 2
+    # the slices cover the same dense systems as the moved-sentence probe (one list: mechanism.DENSE_SYSTEMS)
+    assert set(mechanism["moved_sentence"]["systems"]) <= set(mechanism["position"]["accuracy"])
+    assert "dpr_etm_minus_dpr_baseline" in mechanism["position"]["paired"]
     for system in ("bm25", "dpr_mixed", "dpr_mixed_pre"):
         psi = mechanism["position"]["psi"][system]["top5"]
         assert psi is None or 0 <= psi <= 1, (system, psi)

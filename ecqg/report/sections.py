@@ -124,7 +124,7 @@ def _pct_ci(node: Mapping, key: str) -> str:
 
 
 def render_encoder_comparison(comparison: Mapping) -> str:
-    """The three dense models on the same passages: entropy and later-sentence share with CIs, paired differences
+    """The dense models on the same passages: entropy and later-sentence share with CIs, paired differences
     (points), and the Table 1 probe; the paper's numbers beside ours."""
     out = ["#### Attention of the dense models (notebook 06)\n"]
     setting = comparison.get("setting", {})
@@ -136,7 +136,7 @@ def render_encoder_comparison(comparison: Mapping) -> str:
     attention = comparison.get("attention", {})
     rows = []
     for key, node in attention.get("encoders", {}).items():
-        rows.append([ENCODER_LABELS.get(key, key), str(node.get("entropy_n", "–")),
+        rows.append([ENCODER_LABELS.get(key, label(key)), str(node.get("entropy_n", "–")),
                      with_ci(node, "entropy", "entropy_ci_low", "entropy_ci_high", 2),
                      num(PAPER["entropy"].get(key), 2),
                      with_ci(node, "later_sentence_share", "later_sentence_share_ci_low",
@@ -146,7 +146,7 @@ def render_encoder_comparison(comparison: Mapping) -> str:
     rows = []
     for pair, node in attention.get("paired", {}).items():
         a, _, b = pair.partition("_minus_")
-        rows.append([f"{ENCODER_LABELS.get(a, a)} - {ENCODER_LABELS.get(b, b)}",
+        rows.append([f"{ENCODER_LABELS.get(a, label(a))} - {ENCODER_LABELS.get(b, label(b))}",
                      str(node.get("later_sentence_share_n", "–")),
                      with_ci(node, "entropy_diff", "entropy_ci_low", "entropy_ci_high", 3, signed=True)
                      + f", p {pval(node.get('entropy_p'))}",
@@ -161,12 +161,12 @@ def render_encoder_comparison(comparison: Mapping) -> str:
     probe = comparison.get("table1_probe", {})
     if probe:
         out.append("Table 1 probe: questions about each passage's highest- vs lowest-attended entity, scored against "
-                   "their own passage (dot product). Levels depend on the encoder (MiniLM here, BERT-base in the "
-                   "paper); the gap is what compares.\n")
+                   "their own passage with the retriever's score (the dot product; Poly-DPR: its best code). Levels "
+                   "depend on the encoder (MiniLM here, BERT-base in the paper); the gap is what compares.\n")
         rows = []
         for key, node in probe.items():
             paper = PAPER["table1_probe"].get(key, {})
-            rows.append([ENCODER_LABELS.get(key, key), str(node.get("n_passages", "–")),
+            rows.append([ENCODER_LABELS.get(key, label(key)), str(node.get("n_passages", "–")),
                          with_ci(node, "highest", "highest_ci_low", "highest_ci_high", 2),
                          with_ci(node, "lowest", "lowest_ci_low", "lowest_ci_high", 2),
                          with_ci(node, "difference", "difference_ci_low", "difference_ci_high", 2, signed=True)
