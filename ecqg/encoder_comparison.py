@@ -1,4 +1,5 @@
-"""The paper's attention analysis of the three dense models (DPR, UnCon-DPR, Mixed-DPR) and its Table 1 probe.
+"""The paper's attention analysis of the dense models (DPR, UnCon-DPR, Mixed-DPR; ETM / RSM-DPR beside them) and its
+Table 1 probe.
 
 Why a module of its own: stage 01 studies ONE encoder in depth (entities, positions); the results stage asks whether
 pre-training on entity-conditioned questions spread the passage encoder's attention. That needs every model measured
@@ -60,7 +61,8 @@ from ecqg.io import write_json
 log = logging.getLogger(__name__)
 
 ENCODER_LABELS = {"dpr_baseline": "DPR", "dpr_uncon": "UnCon-DPR", "dpr_mixed": "Mixed-DPR",
-                  "untrained": "MiniLM, not fine-tuned"}
+                  "dpr_etm": "ETM-DPR", "dpr_rsm": "RSM-DPR", "dpr_poly_baseline": "Poly-DPR",
+                  "dpr_poly_mixed": "Mixed Poly-DPR", "untrained": "MiniLM, not fine-tuned"}
 DEFAULT_PAIRS = (("dpr_mixed", "dpr_baseline"), ("dpr_mixed", "dpr_uncon"), ("dpr_uncon", "dpr_baseline"))
 ROLES = ("highest", "lowest")
 

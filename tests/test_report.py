@@ -252,6 +252,7 @@ def test_declared_metric_files_follow_params(tmp_path):
 
     repo = report.Path(__file__).resolve().parents[1]
     params = config.preset("mini", repo / "params")
+    params["dpr"]["seeds"] = [2022, 2023, 2024]
     files = dvc_stages.metric_files(repo / "dvc.yaml", params)
     assert "results/mini/stage_05_dpr_training.baseline-2024.json" in files
     params["dpr"]["seeds"] = [2022]

@@ -124,8 +124,9 @@ def train_variant(variant: str, params: Mapping, seed: int, progress: bool = Tru
 
     ``baseline``: the base checkpoint fine-tuned on gold data only (the paper's DPR row). ``uncon`` / ``mixed`` (and
     the generator-free ``etm`` / ``rsm``): pre-trained on the set of that name (``dpr.pretrain``), then fine-tuned
-    exactly like the baseline (same records, settings and seed), so the rows differ only in the pre-training. The seed steers batch
-    order, dropout and the held-out split; the gold sub-sample (``max_examples``) is the same for every seed.
+    exactly like the baseline (same records, settings and seed), so the rows differ only in the pre-training. The
+    seed steers batch order, dropout and the held-out split; the gold sub-sample (``max_examples``) is the same for
+    every seed.
 
     A synthetic variant's model right after pre-training (before fine-tuning) is saved too, as
     ``outputs/models/dpr_<variant>_pre_s<seed>``, so the synthetic data's own effect can be measured.

@@ -101,7 +101,7 @@ def render_attention_bias(bias: Mapping) -> str:
                       if sampling.get("excluded_test_gold") else "") + ".\n")
     rows = []
     for key, node in bias.get("encoders", {}).items():
-        rows.append([ENCODER_LABELS.get(key, label(key)), str(node.get("passages", "–")),
+        rows.append([_encoder_label(key), str(node.get("passages", "–")),
                      str(node.get("passages_with_enough_entities", node.get("n_passages", "–"))),
                      num(node.get("mean_entropy"), 2), num(_pct(node.get("mean_first_sentence_share"))),
                      _pct_ci(node, "highest_first_half"), _pct_ci(node, "lowest_second_half")])
@@ -112,6 +112,11 @@ def render_attention_bias(bias: Mapping) -> str:
     out.append(md_table(["encoder", "passages", "with enough entities", "entropy (nats)", "first-sentence share %",
                        "highest in 1st half %", "lowest in 2nd half %"], rows))
     return "\n".join(out)
+
+
+def _encoder_label(key: str) -> str:
+    """Short encoder names of 06's tables (``DPR``), else the Table 3 label."""
+    return ENCODER_LABELS.get(key, label(key))
 
 
 def _pct(x):
@@ -136,7 +141,7 @@ def render_encoder_comparison(comparison: Mapping) -> str:
     attention = comparison.get("attention", {})
     rows = []
     for key, node in attention.get("encoders", {}).items():
-        rows.append([ENCODER_LABELS.get(key, label(key)), str(node.get("entropy_n", "–")),
+        rows.append([_encoder_label(key), str(node.get("entropy_n", "–")),
                      with_ci(node, "entropy", "entropy_ci_low", "entropy_ci_high", 2),
                      num(PAPER["entropy"].get(key), 2),
                      with_ci(node, "later_sentence_share", "later_sentence_share_ci_low",
@@ -146,7 +151,7 @@ def render_encoder_comparison(comparison: Mapping) -> str:
     rows = []
     for pair, node in attention.get("paired", {}).items():
         a, _, b = pair.partition("_minus_")
-        rows.append([f"{ENCODER_LABELS.get(a, label(a))} - {ENCODER_LABELS.get(b, label(b))}",
+        rows.append([f"{_encoder_label(a)} - {_encoder_label(b)}",
                      str(node.get("later_sentence_share_n", "–")),
                      with_ci(node, "entropy_diff", "entropy_ci_low", "entropy_ci_high", 3, signed=True)
                      + f", p {pval(node.get('entropy_p'))}",
@@ -166,7 +171,7 @@ def render_encoder_comparison(comparison: Mapping) -> str:
         rows = []
         for key, node in probe.items():
             paper = PAPER["table1_probe"].get(key, {})
-            rows.append([ENCODER_LABELS.get(key, label(key)), str(node.get("n_passages", "–")),
+            rows.append([_encoder_label(key), str(node.get("n_passages", "–")),
                          with_ci(node, "highest", "highest_ci_low", "highest_ci_high", 2),
                          with_ci(node, "lowest", "lowest_ci_low", "lowest_ci_high", 2),
                          with_ci(node, "difference", "difference_ci_low", "difference_ci_high", 2, signed=True)
