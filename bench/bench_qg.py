@@ -5,7 +5,7 @@ Prints figures; not a test. Real examples: the first ``--examples`` gold triples
 generation samples ``--samples`` sequences per passage with top-k 10 / top-p 0.9 from the (barely trained) model, so
 the questions/s figure includes the long outputs of an untrained decoder (up to ``--max-new-tokens``).
 ``--architecture`` (prefix_lm, bert2bert) and ``--mixed-precision`` (no, bf16) compare what ``qg.architecture`` and
-``qg.train.mixed_precision`` choose between; generation always runs in float32.
+``qg.train.mixed_precision`` choose between; ``--autocast`` runs generation as ``qg.generate.autocast`` does.
 Run: ``.venv/bin/python bench/bench_qg.py [--examples 64 --batch-size 8 --architecture prefix_lm --mixed-precision bf16]``.
 """
 
@@ -42,6 +42,8 @@ def main() -> None:
     ap.add_argument("--gen-batch", type=int, default=32)
     ap.add_argument("--gen-inputs", type=int, default=16)
     ap.add_argument("--max-new-tokens", type=int, default=40)
+    ap.add_argument("--autocast", default=None, choices=(None, "bfloat16", "auto"),
+                    help="generation under autocast (qg.generate.autocast); default float32")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     window = args.window or None
@@ -68,11 +70,12 @@ def main() -> None:
     _, drops = qg.generate_questions(model, tokenizer, inputs, marking=qg.DEFAULT_MARKING, samples=args.samples,
                                      batch_size=args.gen_batch,
                                      max_new_tokens=args.max_new_tokens, source_max_length=args.source_len,
-                                     window_words=window, seed=0, progress=False)
+                                     window_words=window, seed=0, autocast=args.autocast, progress=False)
     gen_s = time.perf_counter() - start
     print(json.dumps({
         "machine": platform.processor() or platform.machine(), "torch_threads": torch.get_num_threads(),
         "model": args.model, "architecture": args.architecture, "mixed_precision": args.mixed_precision,
+        "generation_autocast": args.autocast, "gen_batch": args.gen_batch,
         "train_examples": len(examples), "batch_size": args.batch_size,
         "source_len": args.source_len, "window_words": window, "train_seconds": train["seconds"],
         "train_examples_per_s": train["examples_per_s"], "inputs": len(inputs), "generated": drops["generated"],

@@ -28,6 +28,7 @@ PARAMS_FILE = Path("params.yaml")
 PRESETS_DIR = Path("params")
 BASE_PROFILE = "mini"
 PROFILES = ("smoke", "mini", "paper")
+SYNTHETIC_POOLS = ("corpus", "all")   # data.synthetic_pool
 
 
 def _positive(v):
@@ -85,6 +86,7 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "data.mrc_unanswerable": ((str,), bool, "a file path"),
     "data.max_questions_per_set": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
     "data.max_corpus_passages": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
+    "data.synthetic_pool": ((str,), lambda v: v in SYNTHETIC_POOLS, f"one of {SYNTHETIC_POOLS}"),
     "data.max_nq_dev": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
     "data.max_train_triples": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
     "bm25.k1": ((int, float), _nonneg, "a number >= 0"),
@@ -138,6 +140,8 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "qg.generate.samples": ((int,), _positive, "an integer > 0"),
     "qg.generate.batch_size": ((int,), _positive, "an integer > 0"),
     "qg.generate.max_new_tokens": ((int,), _positive, "an integer > 0"),
+    "qg.generate.autocast": ((str, type(None)), lambda v: v in (None, "bfloat16", "float16", "auto"),
+                             "null (float32), bfloat16, float16 or auto (bfloat16 where the hardware has it)"),
     "qg.generate.uncon_passages": ((int,), _positive, "an integer > 0"),
     "mrc.model": ((str,), bool, "a model reference (bundled:minilm, a directory or a hub id)"),
     "mrc.train_model": ((bool,), None, "true or false"),
@@ -170,18 +174,10 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "evaluation.ks": ((list,), _ks, "a sorted list of distinct positive integers"),
     "evaluation.bootstrap_samples": ((int,), lambda v: v >= 100, "an integer >= 100"),
     "evaluation.confidence": ((float,), _prob, "a number in (0, 1)"),
-    "evaluation.pretrain_only_seeds": ((list,), lambda v: all(isinstance(s, int) and not isinstance(s, bool)
-                                                              for s in v) and len(set(v)) == len(v),
-                                       "a list of distinct integers, each one of dpr.seeds (may be empty)"),
     "evaluation.mechanism.min_entities": ((int,), lambda v: v >= 2, "an integer >= 2"),
     "evaluation.mechanism.moved_sentence_passages": ((int, type(None)), lambda v: v is None or v > 0,
                                                      "null or an integer > 0"),
 }
-
-
-def _pretrain_only_seeds_trained(flat: dict) -> str | None:
-    extra = [s for s in flat["evaluation.pretrain_only_seeds"] if s not in flat["dpr.seeds"]]
-    return f"'evaluation.pretrain_only_seeds' names {extra}, which are not in 'dpr.seeds'" if extra else None
 
 
 def _stride_below_window(flat: dict) -> str | None:
@@ -225,7 +221,7 @@ def _lowest_below_min_entities(flat: dict) -> str | None:
 
 # Rules that relate several keys: each returns a message naming the keys, or None when the values agree.
 CROSS_RULES: tuple[Callable[[dict], str | None], ...] = (
-    _pretrain_only_seeds_trained, _stride_below_window, _heldout_leaves_training_data, _index_params_fit_kind,
+    _stride_below_window, _heldout_leaves_training_data, _index_params_fit_kind,
     _lowest_below_min_entities, _hybrid_depth_within_runs)
 # Input files named in params (dotted key -> path), checked to exist by `check_inputs` before a run starts.
 INPUT_KEYS = ("data.corpus", "data.train_gold", "data.nq_dev", "data.mrc_unanswerable")

@@ -35,16 +35,48 @@ _BOOT_CHUNK_CELLS = 4_000_000  # resampled indices held at once (bounds memory; 
 
 
 # ----------------------------------------------------------------------------------------------------- hit matrix
+class HitCache:
+    """Answer matches shared by every run scored on one test set: each passage tokenised once, each question's
+    answers prepared once, each (question, passage) pair tested once.
+
+    Why: the runs of one table (seeds, variants, pre-training-only models, hybrids) retrieve largely the same passages
+    for a question, so with a shared cache a table of twenty systems costs little more than a few. Keyed by question
+    id: use one cache per test set (the same ids must always carry the same answers).
+    """
+
+    def __init__(self, text_of: Callable[[str], str] | Mapping[str, str]):
+        self.lookup = _text_lookup(text_of)
+        self.passages = TokenizedPassages(self.lookup)
+        self._matchers: dict[str, Callable[[str], bool] | None] = {}
+        self._hits: dict[tuple[str, str], bool] = {}
+
+    def matcher(self, q: Mapping) -> Callable[[str], bool] | None:
+        """The question's ``pid -> bool`` test (None: no answer can ever match)."""
+        qid = str(q["id"])
+        if qid not in self._matchers:
+            self._matchers[qid] = _question_matcher(q, self.passages, self.lookup)
+        return self._matchers[qid]
+
+    def hit(self, qid: str, matcher: Callable[[str], bool], pid: str) -> bool:
+        key = (qid, pid)
+        found = self._hits.get(key)
+        if found is None:
+            found = self._hits[key] = bool(matcher(pid))
+        return found
+
+
 def hit_matrix(
     run: Mapping[str, Sequence[tuple[str, float]]],
     questions: Sequence[Mapping],
     text_of: Callable[[str], str] | Mapping[str, str],
     k_max: int = 100,
+    cache: HitCache | None = None,
 ) -> np.ndarray:
     """``hits[i, r]``: does the passage at rank r+1 for ``questions[i]`` contain one of its answers (DPR has_answer)?
 
     Only the passage *text* is matched, not its title, as DPR does. Ranks past the end of a short ranking are False.
-    A question missing from the run raises: counting it as a miss would quietly lower the accuracy.
+    A question missing from the run raises: counting it as a miss would quietly lower the accuracy. ``cache``: a
+    :class:`HitCache` shared with other runs on the same questions (then ``text_of`` is the cache's).
     """
     if k_max < 1:
         raise ValueError(f"k_max must be >= 1, got {k_max}")
@@ -54,24 +86,23 @@ def hit_matrix(
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise RunError(f"the run has no ranking for question '{missing[0]}'{more}")
     start = time.perf_counter()
-    lookup = _text_lookup(text_of)
-    passages = TokenizedPassages(lookup)
+    cache = cache or HitCache(text_of)
     hits = np.zeros((len(questions), k_max), dtype=bool)
     unmatchable = []
     for i, q in enumerate(questions):
-        pids = [pid for pid, _ in run[str(q["id"])][:k_max]]
-        matcher = _question_matcher(q, passages, lookup)
+        qid = str(q["id"])
+        matcher = cache.matcher(q)
         if matcher is None:
-            unmatchable.append(str(q["id"]))
+            unmatchable.append(qid)
             continue
-        for r, pid in enumerate(pids):
-            hits[i, r] = matcher(pid)
+        for r, (pid, _) in enumerate(run[qid][:k_max]):
+            hits[i, r] = cache.hit(qid, matcher, pid)
     if unmatchable:
         log.warning("%d question(s) have no usable answer and count as misses, e.g. %s",
                     len(unmatchable), unmatchable[:5])
     seconds = time.perf_counter() - start
     log.info("hit_matrix: %d questions x %d ranks, %d distinct passages, %.1f s (%.0f pairs/s)", len(questions),
-             k_max, len(passages), seconds, hits.size / max(seconds, 1e-9))
+             k_max, len(cache.passages), seconds, hits.size / max(seconds, 1e-9))
     return hits
 
 

@@ -14,6 +14,9 @@ QUESTIONS = PREPARED / "questions"          # <set>.jsonl per test set
 TRAIN_GOLD = PREPARED / "train_gold.jsonl"  # annotated triples (bundle), or...
 TRAIN_GOLD_DPR = PREPARED / "train_gold_dpr.json"  # ...DPR retriever-json given as input (paper: nq-train.json)
 NQ_DEV = PREPARED / "nq_dev.jsonl"
+# Passages outside the searched corpus that synthetic questions may still be written about (data.synthetic_pool: all):
+# the rest of data.corpus after the max_corpus_passages cut; empty otherwise.
+POOL_EXTRA = PREPARED / "pool_extra.jsonl"
 
 # Stages `index_bm25`, `index_tfidf`.
 BM25_INDEX = OUTPUTS / "indexes" / "bm25"

@@ -107,7 +107,6 @@ def test_invalid_yaml_names_the_file(tmp_path):
     ("dpr.finetune.heldout", 500, r"'dpr.finetune.heldout' \(500\) must be below 'dpr.finetune.max_examples' \(500\)"),
     ("dpr.index.params", {"nprobe": 8}, r"'dpr.index.params' has \['nprobe'\], which a 'flat' index does not take"),
     ("attention.min_entities", 3, r"'attention.min_entities' \(3\) must exceed 'attention.lowest_entities' \(3\)"),
-    ("evaluation.pretrain_only_seeds", [7], r"'evaluation.pretrain_only_seeds' names \[7\]"),
     ("hybrid.depth", 101, r"'hybrid.depth' \(101\) must not exceed 'retrieval.depth' \(100\)"),
 ])
 def test_cross_key_rules_name_both_keys(dotted, value, message):

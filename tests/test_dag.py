@@ -25,14 +25,14 @@ SEEDS = PARAMS["dpr"]["seeds"]           # matrix stage names
 SEED = SEEDS[0]                          # the first seed's baseline feeds the attention study and the filter
 SYNTHETIC = {f"{stage}@{variant}-{seed}" for seed in SEEDS for stage in ("dpr_synthetic", "retrieve_dense")
              for variant in ("uncon", "mixed")}            # every seed's UnCon-DPR / Mixed-DPR and their retrieval
-SYNTHETIC |= {f"retrieve_pretrained@{variant}_pre-{seed}" for seed in PARAMS["evaluation"]["pretrain_only_seeds"]
-              for variant in ("uncon", "mixed")}           # ... and the same models right after pre-training
+# pre-trained once per variant (every seed fine-tunes from it), and searched with as it is
+SYNTHETIC |= {f"dpr_pretraining@{v}" for v in ("uncon", "mixed")} | {"dpr_pretraining_poly@mixed"}
+SYNTHETIC |= {f"retrieve_pretrained@{v}_pre" for v in ("uncon", "mixed")}
 SYNTHETIC |= {f"{stage}-{seed}" for seed in SEEDS
               for stage in ("dpr_poly_synthetic@mixed", "retrieve_dense@poly_mixed")}   # ... Mixed Poly-DPR
 PSEUDO = {"pseudo_queries"} | {f"{stage}@{variant}-{seed}" for seed in SEEDS for variant in ("etm", "rsm")
                                for stage in ("dpr_pseudo", "retrieve_dense")}   # ETM / RSM reuse UnCon's passages
-PSEUDO |= {f"retrieve_pretrained@{variant}_pre-{seed}" for seed in PARAMS["evaluation"]["pretrain_only_seeds"]
-           for variant in ("etm", "rsm")}
+PSEUDO |= {f"dpr_pretraining_pseudo@{v}" for v in ("etm", "rsm")} | {f"retrieve_pretrained@{v}_pre" for v in ("etm", "rsm")}
 SYNTHETIC |= PSEUDO
 SYNTHETIC |= {f"hybrid@{variant}-{seed}" for seed in SEEDS for variant in PARAMS["hybrid"]["variants"]
               if variant in ("uncon", "mixed", "poly_mixed")}   # ... and their BM25 hybrids
@@ -44,7 +44,10 @@ POLY = {f"{stage}-{seed}" for seed in SEEDS
         for stage in ("dpr_poly_training@poly_baseline", "dpr_poly_synthetic@mixed", "retrieve_dense@poly_baseline",
                       "retrieve_dense@poly_mixed")}
 POLY |= {f"hybrid@{variant}-{seed}" for seed in SEEDS for variant in PARAMS["hybrid"]["variants"]
-         if variant.startswith("poly_")}
+         if variant.startswith("poly_")} | {"dpr_pretraining_poly@mixed"}
+FINETUNED = {f"{stage}-{seed}" for seed in SEEDS
+             for stage in ("dpr_training@baseline", "dpr_synthetic@uncon", "dpr_synthetic@mixed", "dpr_pseudo@etm",
+                           "dpr_pseudo@rsm", "dpr_poly_training@poly_baseline", "dpr_poly_synthetic@mixed")}
 SPEC = {
     "qg.generate.top_k": {"question_generation", "filtering", "mixing", *SYNTHETIC, "results", "mechanism", "report"},
     "mixing.total": {"mixing", *SYNTHETIC, "results", "mechanism", "report"},
@@ -54,6 +57,8 @@ SPEC = {
     "hybrid.rrf_k": {*HYBRIDS, "results", "mechanism", "report"},
     "polydpr.codes": {*POLY, "results", "mechanism", "report"},
     "pseudo.m": {*PSEUDO, "results", "mechanism", "report"},
+    # synthetic pre-training reruns its own stages and what fine-tunes from them; the baseline and Poly-DPR stay
+    "dpr.pretrain.lr": {*(SYNTHETIC - {"pseudo_queries"}), "results", "mechanism", "report"},
 }
 
 
@@ -124,7 +129,6 @@ def test_more_seeds_add_one_training_and_one_retrieval_per_variant_and_seed(tmp_
     shutil.copy(REPO / "dvc.yaml", tmp_path / "dvc.yaml")
     params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
     params["dpr"]["seeds"] = [1, 2]
-    params["evaluation"]["pretrain_only_seeds"] = [1]
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     with dvc_repo.Repo.init(str(tmp_path)) as repo:
@@ -136,10 +140,15 @@ def test_more_seeds_add_one_training_and_one_retrieval_per_variant_and_seed(tmp_
                                           ("retrieve_dense", ["baseline", "uncon", "mixed", "etm", "rsm"]))
                   for variant in variants}
         assert seeded <= set(names) and not any(n.endswith(f"-{SEED}") for n in names)
+        for variant in ("uncon", "mixed"):        # one pre-training per variant, feeding the fine-tuning of each seed
+            assert f"dpr_pretraining@{variant}" in names and f"retrieve_pretrained@{variant}_pre" in names
+            for seed in (1, 2):
+                fine_tuning = names[f"dpr_synthetic@{variant}-{seed}"]
+                assert names[f"dpr_pretraining@{variant}"] in nx.descendants(graph, fine_tuning)
         results_needs = {s.name for s in nx.descendants(graph, names["results"])}
         assert {n for n in seeded if n.startswith("retrieve_dense")} <= results_needs
-        assert {f"retrieve_pretrained@{v}_pre-1" for v in ("uncon", "mixed", "etm", "rsm")} <= results_needs
-        assert "retrieve_pretrained@uncon_pre-2" not in names    # pre-trained-only search: the listed seeds only
+        assert {f"retrieve_pretrained@{v}_pre" for v in ("uncon", "mixed", "etm", "rsm")} <= results_needs
+        assert not any(n.startswith("dpr_pretraining") and n[-1].isdigit() for n in names)   # not one per seed
         mechanism_needs = {s.name for s in nx.descendants(graph, names["mechanism"])}
         assert {n for n in seeded if n.startswith("dpr_")} <= mechanism_needs
         # the first seed's baseline feeds the attention study and the filter; the second seed's does not

@@ -20,6 +20,7 @@ from ecqg.evaluation import (
     accuracy_table,
     bootstrap_ci,
     evaluate_run,
+    HitCache,
     hit_matrix,
     hits_at_k,
     paired_bootstrap,
@@ -171,6 +172,27 @@ def test_missing_ranks_are_false_and_missing_questions_or_passages_raise():
     with pytest.raises(DataFormatError, match="answer_type"):
         hit_matrix({"q1": [("a", 1.0)]}, [dict(qs[0], answer_type="exact")], corpus)
 
+
+
+def test_a_shared_hit_cache_gives_the_same_hits_and_reads_each_passage_once():
+    texts = {"a": "Paris is in France", "b": "Rome is in Italy", "c": "Berlin, Germany", "d": "Rome again"}
+    reads = []
+
+    def text_of(pid):
+        reads.append(pid)
+        return texts[pid]
+
+    qs = [{"id": "q1", "answers": ["Rome"], "subsets": []}, {"id": "q2", "answers": ["Paris", "Berlin"], "subsets": []},
+          {"id": "q3", "answers": ["\u00a0"], "subsets": []}]        # no token: never matches
+    runs = [{"q1": [("a", 3.0), ("b", 2.0), ("d", 1.0)], "q2": [("c", 1.0)], "q3": [("a", 1.0)]},
+            {"q1": [("d", 3.0), ("a", 2.0)], "q2": [("b", 2.0), ("a", 1.0)], "q3": []}]
+    cache = HitCache(text_of)
+    shared = [hit_matrix(run, qs, text_of, k_max=3, cache=cache) for run in runs]
+    fresh = [hit_matrix(run, qs, texts, k_max=3) for run in runs]
+    for s, f in zip(shared, fresh):
+        assert s.tolist() == f.tolist()
+    assert shared[0].tolist() == [[False, True, True], [True, False, False], [False] * 3]
+    assert sorted(reads) == ["a", "b", "c", "d"]           # each passage read and tokenised once over both runs
 
 # ---------------------------------------------------------------------------------------------------- accuracy
 TOY_CORPUS = {"paris": "Paris is the capital of France.", "berlin": "Berlin is the capital of Germany.",

@@ -194,9 +194,13 @@ def test_smoke_dag_end_to_end(tmp_path):
     assert mixing["sizes"]["mixed"] == mixing["sizes"]["uncon"] > 0
     synthetic = json.loads((repo / "outputs/synthetic/mixed.json").read_text())
     assert {r["generator"] for r in synthetic} == {"uncon", "con"}
-    for variant in ("uncon", "mixed", "etm", "rsm"):
+    for variant in ("uncon", "mixed", "etm", "rsm"):     # pre-trained once, every seed fine-tuned from that model
+        pre = json.loads((repo / f"results/smoke/dpr_{variant}_pre_s2022_training.json").read_text())
+        assert pre["phase"] == "pretrain" and pre["steps"] > 0 and pre["seed"] == 2022
         trained = json.loads((repo / f"results/smoke/dpr_{variant}_s2023_training.json").read_text())
-        assert trained["pretrain"]["steps"] > 0 and trained["steps"] == 6
+        assert trained["steps"] == 6 and trained["pretrained_from"].endswith(f"dpr_{variant}_pre_s2022")
+        assert json.loads((repo / f"results/smoke/stage_05_dpr_training.{variant}-pre.json").read_text())[
+            "wall_time_s"] > 0
     # ETM / RSM: UnCon's passages, entry for entry, so the same size; no question generator, no answers
     pseudo = json.loads((repo / "results/smoke/stage_pseudo_queries.json").read_text())
     uncon_set = json.loads((repo / "outputs/synthetic/uncon.json").read_text())
@@ -232,8 +236,10 @@ def test_smoke_dag_end_to_end(tmp_path):
     for system in ("bm25", "dpr_mixed", "dpr_mixed_pre"):
         psi = mechanism["position"]["psi"][system]["top5"]
         assert psi is None or 0 <= psi <= 1, (system, psi)
-    assert table["accuracy"]["dpr_uncon_pre"]["nq"]["all"]["n"] == 40     # pre-training only, first seed
-    assert (repo / "outputs/models/dpr_mixed_pre_s2023/retriever.json").is_file()
+    assert table["accuracy"]["dpr_uncon_pre"]["nq"]["all"]["n"] == 40     # pre-training only: the one pre-training
+    assert table["accuracy"]["dpr_uncon_pre"]["nq"]["all"].get("seeds") is None    # one run, not a seed stack
+    assert (repo / "outputs/models/dpr_mixed_pre_s2022/retriever.json").is_file()
+    assert not (repo / "outputs/models/dpr_mixed_pre_s2023").exists()      # pre-trained once, not per seed
     headline = json.loads((repo / "results/smoke/headline.json").read_text())
     assert {"top5.mixed", "p5.mixed-dpr", "psi.mixed", "gap.mixed"} <= set(headline)
     assert len(headline) < 20

@@ -72,6 +72,21 @@ def test_cached_sampling_equals_teacher_forcing(tiny):
         assert torch.isinf(log_probs[row, n:]).all() and (tokens[row, n:] == tokenizer.pad_token_id).all()
 
 
+
+@pytest.mark.parametrize("top_k,top_p", [(10, 0.9), (10, 1.0), (3, 0.5), (50, 0.99), (1, 0.9)])
+def test_top_k_top_p_over_the_k_best_equals_the_transformers_warpers(top_k, top_p):
+    from transformers import TopKLogitsWarper, TopPLogitsWarper
+
+    torch.manual_seed(0)
+    logits = torch.randn(6, 300) * 3           # no ties (transformers' top-k keeps every token tied with the k-th)
+    warped = TopKLogitsWarper(top_k)(None, logits.clone())
+    if top_p < 1:
+        warped = TopPLogitsWarper(top_p)(None, warped)
+    expected = torch.softmax(warped, -1)
+    probs, ids = P.top_k_top_p_probs(logits, top_k, top_p)
+    got = torch.zeros_like(expected).scatter(1, ids, probs)
+    assert torch.allclose(got, expected, atol=1e-6)
+
 def test_sampling_is_seeded(tiny):
     model, tokenizer = tiny
     enc = tokenizer([NORMANS], return_tensors="pt")

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from ecqg import config
+from ecqg.data.records import read_corpus
 from ecqg.io import read_jsonl
 from ecqg.stages import prepare
 
@@ -64,3 +65,23 @@ def test_prepare_reads_the_published_formats(paper_like):
     assert (out / "train_gold.jsonl").read_text() == ""
     stage = json.loads((paper_like / "results" / "paper" / "stage_prepare.json").read_text())
     assert stage["train_format"] == "dpr-retriever-json" and stage["nq_dev_questions"] == 1
+
+
+@pytest.mark.parametrize("pool", ["corpus", "all"])
+def test_the_synthetic_pool_adds_the_passages_the_corpus_cut_left_out(paper_like, pool):
+    from ecqg.pipeline.common import passages_by_id, pool_passages
+
+    params = yaml.safe_load((paper_like / "params.yaml").read_text())
+    every = [p["id"] for p in read_corpus(params["data"]["corpus"])]
+    params["data"].update(max_corpus_passages=3, synthetic_pool=pool)
+    (paper_like / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
+    assert prepare.main() == 0
+    out = paper_like / "outputs" / "data"
+    corpus = [r["id"] for _, r in read_jsonl(out / "corpus.jsonl")]
+    extra = [r["id"] for _, r in read_jsonl(out / "pool_extra.jsonl")]
+    assert len(corpus) == 3 and not set(corpus) & set(extra)
+    assert extra == ([pid for pid in every if pid not in corpus] if pool == "all" else [])
+    assert [p["id"] for p in pool_passages()] == corpus + extra
+    assert set(passages_by_id()) == set(corpus + extra)
+    stage = json.loads((paper_like / "results" / "paper" / "stage_prepare.json").read_text())
+    assert stage["synthetic_pool"] == pool and stage["pool_extra_passages"] == len(extra)

@@ -11,21 +11,20 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from ecqg import paths
 from ecqg.attention import AttentionStudy, select_entities
-from ecqg.data.records import read_corpus
-from ecqg.pipeline.common import test_gold_ids
+from ecqg.pipeline.common import pool_passages, test_gold_ids
 
 # The paper's reported position bias of its DPR passage encoder (Section 3).
 PAPER_POSITION_BIAS = {"highest_first_half": 0.65, "lowest_second_half": 0.60}
 
 
 def sample_passages(params: Mapping) -> tuple[list[dict], dict]:
-    """A seeded sample of corpus passages; optionally without the test sets' gold passages (a leak guard: synthetic
-    questions are later generated on these passages). Returns the sample and what was excluded."""
+    """A seeded sample of pool passages (``data.synthetic_pool``: the corpus, or every input passage); optionally
+    without the test sets' gold passages (a leak guard: synthetic questions are later generated on these passages).
+    Returns the sample and what was excluded."""
     settings = params["attention"]
     excluded = test_gold_ids(params["data"]["test_sets"]) if settings["exclude_test_gold"] else set()
-    pool = [p for p in read_corpus(paths.CORPUS) if p["id"] not in excluded]
+    pool = [p for p in pool_passages() if p["id"] not in excluded]
     size = min(settings["sample_passages"], len(pool))
     chosen = sorted(random.Random(f"{params['seed']}-attention").sample(range(len(pool)), size))
     return [pool[i] for i in chosen], {"pool": len(pool), "excluded_test_gold": len(excluded), "sampled": size}

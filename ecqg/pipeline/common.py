@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from ecqg import paths
 from ecqg.data.records import read_corpus
@@ -22,9 +22,11 @@ def primary_seed(params: Mapping) -> int:
     return seeds(params)[0]
 
 
-def pretrain_only_seeds(params: Mapping) -> list[int]:
-    """The seeds whose pre-trained-only models are also searched with (``evaluation.pretrain_only_seeds``)."""
-    return list(params["evaluation"]["pretrain_only_seeds"])
+def pretrain_seed(params: Mapping) -> int:
+    """The seed of synthetic pre-training, which runs once per variant (the global ``seed``): every training seed of
+    ``dpr.seeds`` fine-tunes from that one pre-trained model. Why once: pre-training is the costly phase (a whole
+    synthetic set), and with a shared start the spread over seeds is fine-tuning's own."""
+    return int(params["seed"])
 
 
 def fingerprint(*parts: Any) -> str:
@@ -43,7 +45,15 @@ def test_gold_ids(test_sets: Mapping[str, str]) -> set[str]:
     return {pid for name in test_sets for _, q in read_jsonl(paths.questions_file(name)) for pid in q["gold_ids"]}
 
 
+def pool_passages() -> Iterator[dict]:
+    """Every passage synthetic questions may be about: the searched corpus, then (``data.synthetic_pool: all``) the
+    passages the corpus cut left out. Test gold passages are in it; samplers exclude them."""
+    yield from read_corpus(paths.CORPUS)
+    yield from read_corpus(paths.POOL_EXTRA)
+
+
 def passages_by_id(ids: set[str] | None = None) -> dict[str, dict]:
-    """Corpus passages ``id -> {title, text}`` (only ``ids`` when given)."""
-    return {p["id"]: {"title": p["title"], "text": p["text"]} for p in read_corpus(paths.CORPUS)
+    """Passages of the pool (the corpus and any extra pool passages) ``id -> {title, text}`` (only ``ids`` when
+    given)."""
+    return {p["id"]: {"title": p["title"], "text": p["text"]} for p in pool_passages()
             if ids is None or p["id"] in ids}

@@ -17,7 +17,7 @@ from typing import Mapping
 from ecqg import paths
 from ecqg.data.dpr import read_dpr_retriever_json
 from ecqg.io import copy_directory, empty_directory, read_jsonl
-from ecqg.pipeline.common import fingerprint, primary_seed, pretrain_only_seeds, seeds
+from ecqg.pipeline.common import fingerprint, pretrain_seed, primary_seed, seeds
 from ecqg.retrieval.choices import DENSE_VARIANTS, POLY_VARIANT_DATA
 from ecqg.retrieval.retriever import Retriever, build_retriever, is_saved_retriever, load_retriever
 from ecqg.retrieval.train import TrainConfig, latest_checkpoint, train_biencoder, without_timings
@@ -117,71 +117,120 @@ def _train_phase(model: Retriever, records: list[dict], heldout: int, config: Tr
             "resumed_from": None if resumed_from is None else str(resumed_from)}
 
 
+def _settings_identity(variant: str, params: Mapping) -> dict:
+    """The ``dpr`` settings that define a variant's training run (plus ``polydpr`` for a Poly-DPR)."""
+    dpr = {k: v for k, v in params["dpr"].items() if k not in ("encode", "index", "pretrain", "seeds")}
+    return {**dpr, "polydpr": params["polydpr"]} if retriever_kind(variant, params) == "polydpr" else dpr
+
+
+def _start_model(variant: str, params: Mapping, seed: int) -> Retriever:
+    """The base checkpoint as the variant's retriever kind; a Poly-DPR's codes start from ``seed``."""
+    kind = retriever_kind(variant, params)
+    return base_retriever(params, kind, code_seed=seed) if kind == "polydpr" else base_retriever(params, kind)
+
+
+def is_pretrained_variant(variant: str) -> bool:
+    """Does ``variant`` pre-train on a synthetic set before fine-tuning (uncon, mixed, etm, rsm, poly_mixed)?"""
+    return data_variant(variant) in SYNTHETIC_VARIANTS
+
+
+def pretrained_dir(variant: str, params: Mapping):
+    """Where the one pre-trained model of ``variant`` lives: ``outputs/models/dpr_<variant>_pre_s<seed>``."""
+    return paths.model_dir(variant + PRETRAINED_SUFFIX, pretrain_seed(params))
+
+
+def pretrain_variant(variant: str, params: Mapping, progress: bool = True) -> dict:
+    """Pre-train ``variant`` on its synthetic set (``dpr.pretrain``), once, with :func:`pretrain_seed`; save it to
+    :func:`pretrained_dir`. Returns the phase's figures (history, counts, time).
+
+    UnCon / Mixed pre-train on stage 04's set of that name, ETM / RSM on stage pseudo_queries' set, Mixed Poly-DPR on
+    Mixed's set. Every training seed then fine-tunes from this model (:func:`train_variant`).
+    """
+    if not is_pretrained_variant(variant):
+        raise ValueError(f"variant '{variant}' has no synthetic pre-training; pre-trained variants: "
+                         f"{', '.join(v for v in TRAINED_VARIANTS if is_pretrained_variant(v))}")
+    seed = pretrain_seed(params)
+    model = _start_model(variant, params, seed)
+    synthetic = synthetic_records(data_variant(variant))
+    settings = params["dpr"]["pretrain"]
+    checkpoints = paths.checkpoint_dir(variant + PRETRAINED_SUFFIX, seed)
+    identity = {k: v for k, v in _settings_identity(variant, params).items() if k != "finetune"}
+    run_dir = checkpoints / fingerprint(identity, settings, seed, data_fingerprint(synthetic))
+    result = _train_phase(model, synthetic, settings["heldout"], train_config(params, "pretrain", seed), run_dir,
+                          seed, progress)
+    copy_directory(run_dir / "model", pretrained_dir(variant, params),
+                   {"history.jsonl": without_timings(result["history"])})
+    empty_directory(checkpoints)
+    return result
+
+
 def train_variant(variant: str, params: Mapping, seed: int, progress: bool = True) -> dict:
-    """Train one variant with one seed; save it to ``outputs/models/dpr_<variant>_s<seed>``. Returns the fine-tuning
-    figures (history, counts, time) and, for synthetic variants, ``pretrain`` with the same figures of the
-    pre-training phase.
+    """Fine-tune one variant with one seed on the gold data; save it to ``outputs/models/dpr_<variant>_s<seed>``.
+    Returns the fine-tuning figures (history, counts, time, and ``pretrained_from`` for a pre-trained variant).
 
     ``baseline``: the base checkpoint fine-tuned on gold data only (the paper's DPR row). ``uncon`` / ``mixed`` (and
-    the generator-free ``etm`` / ``rsm``): pre-trained on the set of that name (``dpr.pretrain``), then fine-tuned
-    exactly like the baseline (same records, settings and seed), so the rows differ only in the pre-training. The
-    seed steers batch order, dropout and the held-out split; the gold sub-sample (``max_examples``) is the same for
-    every seed.
-
-    A synthetic variant's model right after pre-training (before fine-tuning) is saved too, as
-    ``outputs/models/dpr_<variant>_pre_s<seed>``, so the synthetic data's own effect can be measured.
+    the generator-free ``etm`` / ``rsm``): start from the variant's one pre-trained model (:func:`pretrain_variant`,
+    its own stage), then fine-tune exactly like the baseline (same records, settings and seed), so the rows differ
+    only in the pre-training. The seed steers batch order, dropout and the held-out split (and a Poly-DPR's code
+    start without pre-training); the gold sub-sample (``max_examples``) is the same for every seed.
 
     Checkpoints (with optimizer state, about 0.5 GB each for MiniLM) serve only to resume a killed run: once the
     model is saved, the variant's checkpoint directory is emptied, older settings' runs included.
     """
     if variant not in TRAINED_VARIANTS:
         raise ValueError(f"unknown DPR variant '{variant}'; known: {', '.join(TRAINED_VARIANTS)}")
-    dpr = {k: v for k, v in params["dpr"].items() if k not in ("encode", "index", "pretrain", "seeds")}
-    kind = retriever_kind(variant, params)
-    if kind == "polydpr":   # the codes' random start follows the training seed; K is part of the run's identity
-        dpr = {**dpr, "polydpr": params["polydpr"]}
-        model = base_retriever(params, kind, code_seed=seed)
+    start_identity: list = []
+    pretrained_from = None
+    if is_pretrained_variant(variant):
+        pretrained_from = pretrained_dir(variant, params)
+        if not is_saved_retriever(pretrained_from):
+            raise FileNotFoundError(f"{pretrained_from}: no pre-trained model of variant '{variant}' (run stage "
+                                    f"dpr_pretraining@{variant} first)")
+        model = load_retriever(pretrained_from)
+        start_identity = [fingerprint((pretrained_from / "history.jsonl").read_text(encoding="utf-8"))]
     else:
-        model = base_retriever(params, kind)
-    pretrain = None
-    if data_variant(variant) in SYNTHETIC_VARIANTS:
-        synthetic = synthetic_records(data_variant(variant))
-        settings = params["dpr"]["pretrain"]
-        pre_dir = paths.checkpoint_dir(variant, seed) / ("pretrain-" + fingerprint(
-            dpr, settings, seed, data_fingerprint(synthetic)))
-        pretrain = _train_phase(model, synthetic, settings["heldout"], train_config(params, "pretrain", seed),
-                                pre_dir, seed, progress)
-        copy_directory(pre_dir / "model", paths.model_dir(variant + PRETRAINED_SUFFIX, seed),
-                       {"history.jsonl": without_timings(pretrain["history"])})
-        model = load_retriever(pre_dir / "model")
+        model = _start_model(variant, params, seed)
     records = [r for part in gold_records(params).values() for r in part]
     heldout = params["dpr"]["finetune"]["heldout"]
     n_train = len(split_records(records, heldout, seed)[0])
-    parts = [dpr, seed, n_train, len(records) - n_train] + ([] if pretrain is None else [pretrain["run_dir"]])
+    parts = [_settings_identity(variant, params), seed, n_train, len(records) - n_train] + start_identity
     run_dir = paths.checkpoint_dir(variant, seed) / fingerprint(*parts)
     result = _train_phase(model, records, heldout, train_config(params, seed=seed), run_dir, seed, progress)
     copy_directory(run_dir / "model", paths.model_dir(variant, seed),
                    {"history.jsonl": without_timings(result["history"])})
     empty_directory(paths.checkpoint_dir(variant, seed))
-    return {**result, "pretrain": pretrain}
+    return {**result, "pretrained_from": None if pretrained_from is None else str(pretrained_from)}
 
 
-def write_training_plots(params: Mapping, result: Mapping, variant: str, seed: int) -> list:
-    """Loss and validation curves of a training run (and of its pre-training) as DVC plot data:
-    ``results/<profile>/plots/{training,validation}/dpr_<variant>[_pre]_s<seed>.csv`` (``dvc plots show``)."""
+def training_summary(params: Mapping, result: Mapping, variant: str, seed: int, phase: str) -> dict:
+    """What ``results/<profile>/dpr_<variant>[_pre]_s<seed>_training.json`` records of one training phase."""
+    from ecqg.hf_training import resolve_mixed_precision
+
+    history = result["history"]
+    validation = [h for h in history if "val_top1" in h]
+    rates = [h["examples_per_s"] for h in history if h.get("examples_per_s")]
+    return {
+        "variant": variant, "phase": phase, "seed": seed, "profile": params["profile"],
+        "base_model": params["dpr"]["base_model"], "pretrained_from": result.get("pretrained_from"),
+        "train_examples": result["train_examples"], "heldout_examples": result["heldout_examples"],
+        "steps": len(history), "train_minutes": round(result["train_seconds"] / 60, 2),
+        "examples_per_s": round(sum(rates) / len(rates), 2) if rates else None,
+        "mixed_precision": resolve_mixed_precision(params["dpr"][phase]["mixed_precision"]),  # what ran here
+        "final_loss": round(history[-1]["loss"], 4) if history else None,
+        **{k: round(float(v), 4) for k, v in (validation[-1] if validation else {}).items() if k.startswith("val_")},
+    }
+
+
+def write_training_plots(params: Mapping, history: list[dict], run_name: str) -> list:
+    """Loss and validation curves of one training phase as DVC plot data:
+    ``results/<profile>/plots/{training,validation}/<run_name>.csv`` (``dvc plots show``); ``run_name`` is
+    ``dpr_<variant>_s<seed>``, or ``dpr_<variant>_pre_s<seed>`` for a pre-training."""
     from ecqg.io import write_csv
 
-    runs = {paths.dense_run_name(variant, seed): result["history"]}
-    if result.get("pretrain") is not None:
-        runs[paths.dense_run_name(variant + PRETRAINED_SUFFIX, seed)] = result["pretrain"]["history"]
-    written = []
-    for name, history in runs.items():
-        written.append(write_csv(paths.plot_data(params["profile"], f"training/{name}.csv"), history,
-                                 ["step", "loss"]))
-        written.append(write_csv(paths.plot_data(params["profile"], f"validation/{name}.csv"),
-                                 [h for h in history if "val_top1" in h],
-                                 ["step", "val_top1", "val_top5", "val_top20", "val_avg_rank"]))
-    return written
+    return [write_csv(paths.plot_data(params["profile"], f"training/{run_name}.csv"), history, ["step", "loss"]),
+            write_csv(paths.plot_data(params["profile"], f"validation/{run_name}.csv"),
+                      [h for h in history if "val_top1" in h],
+                      ["step", "val_top1", "val_top5", "val_top20", "val_avg_rank"])]
 
 
 def retrieve_all(variant: str, params: Mapping, seed: int | None = None, progress: bool = True) -> dict:
@@ -229,8 +278,8 @@ def system_name(variant: str, seed: int | None = None) -> str:
 
 
 def seed_runs(params: Mapping) -> dict[str, list[str]]:
-    """Table 3's dense rows -> the run of each seed (``dpr_baseline`` -> ``[dpr_baseline_s2022, ...]``); the
-    pre-trained-only rows (``dpr_uncon_pre``) have runs for ``evaluation.pretrain_only_seeds`` only."""
+    """Table 3's dense rows -> the run of each seed (``dpr_baseline`` -> ``[dpr_baseline_s2022, ...]``); a
+    pre-trained-only row (``dpr_uncon_pre``) has the one run of its pre-training (:func:`pretrain_seed`)."""
     runs = {f"dpr_{v}": [system_name(v, s) for s in seeds(params)] for v in TRAINED_VARIANTS}
-    runs.update({f"dpr_{v}": [system_name(v, s) for s in pretrain_only_seeds(params)] for v in PRETRAIN_ONLY_VARIANTS})
+    runs.update({f"dpr_{v}": [system_name(v, pretrain_seed(params))] for v in PRETRAIN_ONLY_VARIANTS})
     return runs

@@ -13,10 +13,9 @@ from typing import Any, Mapping
 
 from ecqg import paths
 from ecqg.data.dpr import read_dpr_retriever_json
-from ecqg.data.records import read_corpus
 from ecqg.io import empty_directory, read_jsonl
 from ecqg.paths import GENERATORS  # noqa: F401  (notebook 02 loops over question_generation.GENERATORS)
-from ecqg.pipeline.common import fingerprint, fingerprint_int, test_gold_ids
+from ecqg.pipeline.common import fingerprint, fingerprint_int, pool_passages, test_gold_ids
 
 def gold_triples(params: Mapping) -> tuple[list[dict], dict[str, dict], dict]:
     """Gold (question, passage, answer) triples, their passages ``id -> {title, text}``, and unusable-input counts.
@@ -123,7 +122,7 @@ def generate(model, tokenizer, generator: str, inputs: list[dict], params: Mappi
     records, drops = qgm.generate_questions(
         model, tokenizer, inputs, marking=settings["entity_marking"] if generator == "con" else None,
         top_k=gen["top_k"], top_p=gen["top_p"], samples=gen["samples"], batch_size=gen["batch_size"],
-        max_new_tokens=gen["max_new_tokens"], seed=seed, progress=progress,
+        max_new_tokens=gen["max_new_tokens"], seed=seed, autocast=gen["autocast"], progress=progress,
         placeholder=placeholder(generator, params), **generator_settings(params))
     for r in records:
         r["generator"] = generator
@@ -131,11 +130,11 @@ def generate(model, tokenizer, generator: str, inputs: list[dict], params: Mappi
 
 
 def unconditioned_inputs(params: Mapping) -> tuple[list[dict], dict]:
-    """Corpus passages for unconditioned generation: a seeded sample, without the test gold passages when
-    ``attention.exclude_test_gold`` (the same leak guard as stage 01's sample)."""
+    """Pool passages (``data.synthetic_pool``) for unconditioned generation: a seeded sample, without the test gold
+    passages when ``attention.exclude_test_gold`` (the same leak guard as stage 01's sample)."""
     exclude = params["attention"]["exclude_test_gold"]
     excluded = test_gold_ids(params["data"]["test_sets"]) if exclude else set()
-    pool = [p for p in read_corpus(paths.CORPUS) if p["id"] not in excluded]
+    pool = [p for p in pool_passages() if p["id"] not in excluded]
     size = min(params["qg"]["generate"]["uncon_passages"], len(pool))
     chosen = sorted(random.Random(f"{params['seed']}-qg-uncon").sample(range(len(pool)), size))
     inputs = [{"passage_id": pool[i]["id"], "title": pool[i]["title"], "text": pool[i]["text"], "entity": None,

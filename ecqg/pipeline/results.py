@@ -105,6 +105,7 @@ def evaluate_systems(systems: Sequence[str], test_sets: Mapping[str, list[dict]]
     """
     seed_runs = seed_runs or {}
     tables, curves, hits = [], [], {}
+    caches = {name: evaluation.HitCache(text_of) for name in test_sets}   # runs share most passages per question
     for system in systems:
         runs = list(seed_runs.get(system, [system]))
         for name, questions in test_sets.items():
@@ -115,7 +116,7 @@ def evaluate_systems(systems: Sequence[str], test_sets: Mapping[str, list[dict]]
                     raise FileNotFoundError(f"{run_path}: no run '{run}' of system '{system}' on '{name}' "
                                             "(run `dvc repro`)")
                 matrices.append(evaluation.hit_matrix(read_run(run_path), questions, text_of,
-                                                      k_max=depth))
+                                                      k_max=depth, cache=caches[name]))
             matrix = matrices[0] if len(matrices) == 1 else np.stack(matrices, axis=1)
             hits[(system, name)] = matrix
             tables.append(evaluation.accuracy_table(matrix, questions, ks, n_boot, seed, confidence, system, name))

@@ -31,7 +31,7 @@ def generate_questions(model, tokenizer, inputs: Sequence[Mapping[str, Any]], *,
                        top_k: int = 10, top_p: float = 0.9, samples: int = 1, batch_size: int = 32,
                        max_new_tokens: int = 48, source_max_length: int = 256, window_words: int | None = None,
                        placeholder: str | None = None, require_entity: bool = False, seed: int = 0,
-                       progress: bool = True) -> tuple[list[dict], Counter]:
+                       autocast: str | None = None, progress: bool = True) -> tuple[list[dict], Counter]:
     """Sample ``samples`` (answer, question) pairs per input with top-k / top-p; returns ``(records, drop_counts)``.
 
     ``inputs``: ``{"passage_id", "title", "text", "entity", "entity_start", "entity_label"}``. The generator is
@@ -41,7 +41,8 @@ def generate_questions(model, tokenizer, inputs: Sequence[Mapping[str, Any]], *,
     ``require_entity`` also drops con questions that do not mention their entity (``entity_not_mentioned``): off for
     evaluation (which reports the raw mention rate), on where the pipeline needs questions about the entity.
     ``placeholder`` (con): a generated placeholder is replaced by the input's entity (:func:`relexicalise`); con
-    records then carry ``entity_via_placeholder``.
+    records then carry ``entity_via_placeholder``. ``autocast`` (``auto``, ``bfloat16``, ``float16`` or None for
+    float32): the forward passes under autocast (:func:`ecqg.models.inference`); the sampling itself is float32.
     """
     import torch
     from tqdm.auto import tqdm
@@ -65,7 +66,7 @@ def generate_questions(model, tokenizer, inputs: Sequence[Mapping[str, Any]], *,
     drops: Counter = Counter()
     pad = tokenizer.pad_token_id if is_prefix_lm(model) else model.generation_config.pad_token_id
     bar = tqdm(total=len(inputs), desc=f"QG generate ({generator})", disable=not progress)
-    with inference(model) as device:
+    with inference(model, autocast) as device:
         for lo in range(0, len(inputs), batch_size):
             batch = inputs[lo : lo + batch_size]
             enc = tokenizer(sources[lo : lo + batch_size], max_length=source_max_length, truncation=True,

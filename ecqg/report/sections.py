@@ -232,10 +232,11 @@ def render_wall_times(metrics_dir: Path, declared: set[str] | None = None) -> st
             + md_table(["stage", "seconds", "minutes"], rows))
 
 
-def _stage_position(name: str) -> tuple[int, str]:
-    """Pipeline order; a seeded run (``05_dpr_training.baseline-2022``) sits where its variant does."""
-    base = re.sub(r"-\d+$", "", name)
-    return (STAGE_ORDER.index(base) if base in STAGE_ORDER else len(STAGE_ORDER), name)
+def _stage_position(name: str) -> tuple[int, bool, str]:
+    """Pipeline order; a seeded run (``05_dpr_training.baseline-2022``) sits where its variant does, a variant's one
+    pre-training (``05_dpr_training.uncon-pre``) first."""
+    base = re.sub(r"-(\d+|pre)$", "", name)
+    return (STAGE_ORDER.index(base) if base in STAGE_ORDER else len(STAGE_ORDER), not name.endswith("-pre"), name)
 
 
 def _stage_files(metrics_dir: Path) -> dict[str, dict]:
@@ -254,7 +255,7 @@ def render_settings(metrics_dir: Path) -> str:
     mixing = load_metrics(metrics_dir, "mixing.json") or {}
     training = {p.stem: read_json(p, dict, "a JSON object") for p in sorted(metrics_dir.glob("dpr_*_training.json"))}
     baseline = next((v for k, v in training.items() if k.startswith("dpr_baseline_")), {})
-    synthetic = next((v for k, v in training.items() if k.startswith("dpr_mixed_")), {})
+    pre = next((v for k, v in training.items() if k.startswith("dpr_mixed_pre_")), {})
     rows = []
 
     def add(name, value):
@@ -274,7 +275,6 @@ def render_settings(metrics_dir: Path) -> str:
             f"{mrc.get('no_answer_accuracy', float('nan')):.1f}")
     add("synthetic questions per set (UnCon / Mixed)",
         f"{mixing['sizes']['uncon']:,} / {mixing['sizes']['mixed']:,}" if mixing.get("sizes") else None)
-    pre = synthetic.get("pretrain", {})
     add("synthetic pre-training (records / steps)",
         f"{pre['train_examples']:,} / {pre['steps']:,}" if pre.get("steps") else None)
     add("gold fine-tuning (records / steps)",

@@ -124,6 +124,8 @@ def main() -> int:
                                   f"not in the corpus, e.g. {missing[:3]}")
         keep = corpus_sample(ids, required, data["max_corpus_passages"], f"{seed}-corpus")
         corpus = (p for p in records.read_corpus(data["corpus"]) if keep is None or p["id"] in keep)
+        pool_extra = (p for p in records.read_corpus(data["corpus"])
+                      if keep is not None and data["synthetic_pool"] == "all" and p["id"] not in keep)
 
         # Gold training data: annotated triples (bundle) or DPR retriever-json (paper: passages and BM25 hard
         # negatives are already inside each record, so they are passed through as they are).
@@ -135,6 +137,8 @@ def main() -> int:
 
         by_source: Counter = Counter()
         write_jsonl(paths.CORPUS, _counted(corpus, by_source, "source"))
+        pool_extra_count = write_jsonl(paths.POOL_EXTRA, pool_extra)   # always written (DVC tracks it); empty unless
+                                                                       # the pool is "all" and the corpus was cut
         for name, questions in test_sets.items():
             write_jsonl(paths.questions_file(name), questions)
         # Both files always exist (DVC tracks both); the one that does not apply is empty.
@@ -145,6 +149,8 @@ def main() -> int:
         figures.update(
             corpus_passages=sum(by_source.values()),
             corpus_by_source=dict(sorted(by_source.items())),
+            synthetic_pool=data["synthetic_pool"],
+            pool_extra_passages=pool_extra_count,
             questions={name: len(qs) for name, qs in test_sets.items()},
             nq_subsets=dict(sorted(Counter(s for q in test_sets.get("nq", []) for s in q["subsets"]).items())),
             train_triples=len(triples),
