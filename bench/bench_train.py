@@ -2,7 +2,8 @@
 
 Prints figures; not a test. Real-looking text: passages from ``data/corpus.jsonl.gz`` (the committed mini bundle);
 each question is a passage's opening words, its positive that passage, its hard negative another passage.
-Run: ``.venv/bin/python bench/bench_train.py [--steps 4 --warmup 1 --chunk 4 --bucket 16 --mixed-precision bf16]``.
+Run: ``.venv/bin/python bench/bench_train.py [--steps 4 --warmup 1 --chunk 4 --bucket 16 --mixed-precision bf16]``;
+``--hard-negatives 0`` times in-batch negatives only (synthetic pre-training without BM25 negatives).
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ def run(model_ref: str, records: list[dict], chunk: int | None, bucket: int | No
     off = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0} if args.no_dropout else {}
     model = BiEncoder.from_base(model_ref, query_max_length=args.query_len, passage_max_length=args.passage_len,
                                 **off)
-    config = TrainConfig(lr=1e-5, epochs=1, batch_size=args.batch_size, hard_negatives=1, warmup_steps=0,
-                         grad_cache_chunk_size=chunk, length_bucket_size=bucket, checkpoint_every=None,
+    config = TrainConfig(lr=1e-5, epochs=1, batch_size=args.batch_size, hard_negatives=args.hard_negatives,
+                         warmup_steps=0, grad_cache_chunk_size=chunk, length_bucket_size=bucket, checkpoint_every=None,
                          max_steps=args.warmup + args.steps, seed=0, mixed_precision=args.mixed_precision)
     with tempfile.TemporaryDirectory() as out:
         history = train_biencoder(model, records, None, config, out, resume=False, progress=False)
@@ -69,6 +70,9 @@ def main() -> None:
     parser.add_argument("--bucket", type=int, default=16, help="length bucket size (plain path)")
     parser.add_argument("--steps", type=int, default=4, help="timed steps per mode")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps per mode")
+    parser.add_argument("--hard-negatives", type=int, default=1,
+                        help="BM25-style hard negatives per question (0: in-batch negatives only, e.g. synthetic "
+                             "pre-training as GPL recommends)")
     parser.add_argument("--mixed-precision", default="no", choices=("no", "bf16", "fp16"),
                         help="Accelerate's mixed precision (bf16: autocast on CPUs with bf16 instructions)")
     parser.add_argument("--no-dropout", action="store_true",
@@ -79,7 +83,7 @@ def main() -> None:
     records = make_records(passages)
     print(f"# {platform.processor() or platform.machine()}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, text from {'corpus' if CORPUS.is_file() else 'synthetic stand-in'}")
-    print(f"# model {args.model}, batch {args.batch_size} (+{args.batch_size} hard negatives), "
+    print(f"# model {args.model}, batch {args.batch_size} (+{args.batch_size * args.hard_negatives} hard negatives), "
           f"query len {args.query_len}, passage len {args.passage_len}, {args.steps} timed steps after "
           f"{args.warmup} warm-up, mixed precision {args.mixed_precision}")
     results = []
