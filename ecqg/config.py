@@ -22,12 +22,13 @@ import yaml
 
 from ecqg.errors import ConfigError
 from ecqg.hf_training import MIXED_PRECISION
+from ecqg.paths import PSEUDO_KINDS
 from ecqg.retrieval.choices import HYBRID_VARIANTS, INDEX_KINDS, RETRIEVERS
 
 PARAMS_FILE = Path("params.yaml")
 PRESETS_DIR = Path("params")
 BASE_PROFILE = "mini"
-PROFILES = ("smoke", "mini", "paper")
+PROFILES = ("smoke", "mini", "study", "paper")
 SYNTHETIC_POOLS = ("corpus", "all")   # data.synthetic_pool
 
 
@@ -165,6 +166,8 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "mixing.total": ((int,), lambda v: v >= 2, "an integer >= 2"),
     "hybrid.variants": ((list,), lambda v: bool(v) and len(set(v)) == len(v) and set(v) <= set(HYBRID_VARIANTS),
                         f"a non-empty list of distinct trained dense variants ({', '.join(HYBRID_VARIANTS)})"),
+    "pseudo.variants": ((list,), lambda v: len(set(v)) == len(v) and set(v) <= set(PSEUDO_KINDS),
+                        f"a list of distinct generator-free variants to train, of {PSEUDO_KINDS} (may be empty)"),
     "pseudo.m": ((int,), _positive, "an integer > 0 (TF-IDF words per pseudo-query)"),
     "pseudo.m_sweep": ((list,), lambda v: bool(v) and all(isinstance(m, int) and not isinstance(m, bool) and m > 0
                                                           for m in v), "a non-empty list of integers > 0"),
@@ -211,6 +214,14 @@ def _hybrid_depth_within_runs(flat: dict) -> str | None:
     return None
 
 
+def _hybrids_trained(flat: dict) -> str | None:
+    untrained = [v for v in flat["hybrid.variants"] if v in PSEUDO_KINDS and v not in flat["pseudo.variants"]]
+    if untrained:
+        return (f"'hybrid.variants' fuses {untrained}, which 'pseudo.variants' ({flat['pseudo.variants']}) does "
+                "not train")
+    return None
+
+
 def _lowest_below_min_entities(flat: dict) -> str | None:
     if flat["attention.min_entities"] <= flat["attention.lowest_entities"]:
         return (f"'attention.min_entities' ({flat['attention.min_entities']}) must exceed "
@@ -222,7 +233,7 @@ def _lowest_below_min_entities(flat: dict) -> str | None:
 # Rules that relate several keys: each returns a message naming the keys, or None when the values agree.
 CROSS_RULES: tuple[Callable[[dict], str | None], ...] = (
     _stride_below_window, _heldout_leaves_training_data, _index_params_fit_kind,
-    _lowest_below_min_entities, _hybrid_depth_within_runs)
+    _lowest_below_min_entities, _hybrid_depth_within_runs, _hybrids_trained)
 # Input files named in params (dotted key -> path), checked to exist by `check_inputs` before a run starts.
 INPUT_KEYS = ("data.corpus", "data.train_gold", "data.nq_dev", "data.mrc_unanswerable")
 # Keys whose value is a mapping checked as a whole (their children are not separate rules).

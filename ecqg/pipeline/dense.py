@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from ecqg import paths
 from ecqg.data.dpr import read_dpr_retriever_json
@@ -87,6 +87,17 @@ POLY_VARIANTS = tuple(POLY_PREFIX + v for v in POLY_VARIANT_DATA)
 TRAINED_VARIANTS = VARIANTS + POLY_VARIANTS
 
 
+def in_profile(systems: Sequence[str], params: Mapping) -> list[str]:
+    """``systems`` without the rows of the generator-free variants ``pseudo.variants`` does not train (``dpr_etm``,
+    ``dpr_etm_pre``, ``hybrid_<method>_etm``): a profile may skip ETM / RSM (the study does, for its time budget)."""
+    skipped = [kind for kind in paths.PSEUDO_KINDS if kind not in params["pseudo"]["variants"]]
+
+    def skips(system: str) -> bool:
+        return any(system in (f"dpr_{kind}", f"dpr_{kind}{PRETRAINED_SUFFIX}")
+                   or (system.startswith("hybrid_") and system.endswith(f"_{kind}")) for kind in skipped)
+    return [system for system in systems if not skips(system)]
+
+
 def data_variant(variant: str) -> str:
     """The DPR variant whose training data ``variant`` uses (``poly_mixed`` -> ``mixed``)."""
     return variant.removeprefix(POLY_PREFIX)
@@ -132,6 +143,14 @@ def _start_model(variant: str, params: Mapping, seed: int) -> Retriever:
 def is_pretrained_variant(variant: str) -> bool:
     """Does ``variant`` pre-train on a synthetic set before fine-tuning (uncon, mixed, etm, rsm, poly_mixed)?"""
     return data_variant(variant) in SYNTHETIC_VARIANTS
+
+
+def pretraining_stage(variant: str) -> str:
+    """The DVC stage that pre-trains ``variant`` (dvc.yaml): for a message that says what to run."""
+    data = data_variant(variant)
+    stage = ("dpr_pretraining_poly" if variant.startswith(POLY_PREFIX)
+             else "dpr_pretraining_pseudo" if data in paths.PSEUDO_KINDS else "dpr_pretraining")
+    return f"{stage}@{data}"
 
 
 def pretrained_dir(variant: str, params: Mapping):
@@ -185,7 +204,7 @@ def train_variant(variant: str, params: Mapping, seed: int, progress: bool = Tru
         pretrained_from = pretrained_dir(variant, params)
         if not is_saved_retriever(pretrained_from):
             raise FileNotFoundError(f"{pretrained_from}: no pre-trained model of variant '{variant}' (run stage "
-                                    f"dpr_pretraining@{variant} first)")
+                                    f"{pretraining_stage(variant)} first)")
         model = load_retriever(pretrained_from)
         start_identity = [fingerprint((pretrained_from / "history.jsonl").read_text(encoding="utf-8"))]
     else:

@@ -117,7 +117,7 @@ def dense_models(params: Mapping) -> dict[str, list[tuple[str, int | None]]]:
     """Each dense system -> (variant, seed) of each of its models (one per training seed)."""
     runs = pipeline.seed_runs(params)
     out: dict[str, list[tuple[str, int | None]]] = {"minilm_untrained": [(pipeline.UNTRAINED, None)]}
-    for system in DENSE_SYSTEMS[1:]:
+    for system in pipeline.in_profile(DENSE_SYSTEMS[1:], params):   # ETM / RSM where pseudo.variants trains them
         variant = system.removeprefix("dpr_")
         out[system] = [(variant, int(run.rsplit("_s", 1)[1])) for run in runs[system]]
     return {system: models for system, models in out.items() if models}

@@ -128,11 +128,10 @@ def top_k_top_p_probs(logits: torch.Tensor, top_k: int, top_p: float) -> tuple[t
     """``(probs, ids)``, both ``(rows, k)``: the top-k then top-p distribution over each row's k best tokens, the
     same distribution as transformers' ``TopKLogitsWarper`` followed by ``TopPLogitsWarper`` (tests check)."""
     top_logits, top_ids = logits.topk(min(top_k, logits.shape[-1]), dim=-1)   # descending
-    if top_p < 1:
-        ascending = top_logits.flip(-1)
-        remove = torch.softmax(ascending, -1).cumsum(-1) <= (1 - top_p)
-        remove[:, -1] = False                                                # the best token always stays
-        top_logits = ascending.masked_fill(remove, float("-inf")).flip(-1)
+    if top_p < 1:   # transformers' own nucleus cut, applied to the (rows, k) logits: a warper needs no vocabulary
+        from transformers import TopPLogitsWarper
+
+        top_logits = TopPLogitsWarper(top_p)(None, top_logits)
     return torch.softmax(top_logits, -1), top_ids
 
 

@@ -20,6 +20,14 @@ def _paper_cells(dataset: str, subset: str) -> dict[tuple[str, int], float]:
     return {(r.system, int(r.k)): float(r.paper_accuracy) for r in rows.itertuples()}
 
 
+def _paired_cell(node: Mapping, k: int) -> str:
+    """``+0.3 [-0.2, +0.8], p 0.31`` for one paired difference at Top-k, or a dash where it was not computed."""
+    if f"top{k}_diff" not in node:
+        return "–"
+    return (f"{with_ci(node, f'top{k}_diff', f'top{k}_ci_low', f'top{k}_ci_high', signed=True)}, "
+            f"p {pval(node.get(f'top{k}_p'))}")
+
+
 def render_table3(table3: Mapping) -> str:
     """Top-k accuracy (%) with 95% CIs, one table per test set / subset, systems in the paper's order, the paper's
     numbers beside ours where it reports them; then the paired differences the results stage computed."""
@@ -85,8 +93,7 @@ def render_table3(table3: Mapping) -> str:
                     rows.append([f"{label(a)} - {label(b)}",
                                  f"{DATASET_LABELS.get(dataset, dataset)} {SUBSET_LABELS.get(subset, subset)}",
                                  str(node.get("n", "–"))]
-                                + [f"{with_ci(node, f'top{k}_diff', f'top{k}_ci_low', f'top{k}_ci_high', signed=True)}, "
-                                   f"p {pval(node.get(f'top{k}_p'))}" if f"top{k}_diff" in node else "–" for k in KS])
+                                + [_paired_cell(node, k) for k in KS])
         out.append(md_table(["pair", "test set", "n"] + [f"Top-{k}" for k in KS], rows, ["l", "l"] + ["r"] * 5))
     return "\n".join(out)
 
