@@ -31,8 +31,8 @@ SYNTHETIC |= {f"retrieve_pretrained@{v}_pre" for v in ("uncon", "mixed")}
 SYNTHETIC |= {f"{stage}-{seed}" for seed in SEEDS
               for stage in ("dpr_poly_synthetic@mixed", "retrieve_dense@poly_mixed")}   # ... Mixed Poly-DPR
 PSEUDO = {"pseudo_queries"} | {f"{stage}@{variant}-{seed}" for seed in SEEDS for variant in ("etm", "rsm")
-                               for stage in ("dpr_pseudo", "retrieve_dense")}   # ETM / RSM reuse UnCon's passages
-PSEUDO |= {f"dpr_pretraining_pseudo@{v}" for v in ("etm", "rsm")} | {f"retrieve_pretrained@{v}_pre" for v in ("etm", "rsm")}
+                               for stage in ("dpr_pseudo", "retrieve_dense_pseudo")}   # ETM / RSM: UnCon's passages
+PSEUDO |= {f"{stage}@{v}" for v in ("etm", "rsm") for stage in ("dpr_pretraining_pseudo", "retrieve_pretrained_pseudo")}
 SYNTHETIC |= PSEUDO
 SYNTHETIC |= {f"hybrid@{variant}-{seed}" for seed in SEEDS for variant in PARAMS["hybrid"]["variants"]
               if variant in ("uncon", "mixed", "poly_mixed")}   # ... and their BM25 hybrids
@@ -137,7 +137,8 @@ def test_more_seeds_add_one_training_and_one_retrieval_per_variant_and_seed(tmp_
         seeded = {f"{stage}@{variant}-{seed}" for seed in (1, 2)
                   for stage, variants in (("dpr_training", ["baseline"]), ("dpr_synthetic", ["uncon", "mixed"]),
                                           ("dpr_pseudo", ["etm", "rsm"]),
-                                          ("retrieve_dense", ["baseline", "uncon", "mixed", "etm", "rsm"]))
+                                          ("retrieve_dense", ["baseline", "uncon", "mixed"]),
+                                          ("retrieve_dense_pseudo", ["etm", "rsm"]))
                   for variant in variants}
         assert seeded <= set(names) and not any(n.endswith(f"-{SEED}") for n in names)
         for variant in ("uncon", "mixed"):        # one pre-training per variant, feeding the fine-tuning of each seed
@@ -147,7 +148,8 @@ def test_more_seeds_add_one_training_and_one_retrieval_per_variant_and_seed(tmp_
                 assert names[f"dpr_pretraining@{variant}"] in nx.descendants(graph, fine_tuning)
         results_needs = {s.name for s in nx.descendants(graph, names["results"])}
         assert {n for n in seeded if n.startswith("retrieve_dense")} <= results_needs
-        assert {f"retrieve_pretrained@{v}_pre" for v in ("uncon", "mixed", "etm", "rsm")} <= results_needs
+        assert {f"retrieve_pretrained@{v}_pre" for v in ("uncon", "mixed")} <= results_needs
+        assert {f"retrieve_pretrained_pseudo@{v}" for v in ("etm", "rsm")} <= results_needs
         assert not any(n.startswith("dpr_pretraining") and n[-1].isdigit() for n in names)   # not one per seed
         mechanism_needs = {s.name for s in nx.descendants(graph, names["mechanism"])}
         assert {n for n in seeded if n.startswith("dpr_")} <= mechanism_needs
@@ -155,3 +157,25 @@ def test_more_seeds_add_one_training_and_one_retrieval_per_variant_and_seed(tmp_
         study_needs = {s.name for s in nx.descendants(graph, names["attention_bias"])}
         assert "dpr_training@baseline-1" in study_needs and "dpr_training@baseline-2" not in study_needs
         assert "retrieve_dense@baseline-1" in {s.name for s in nx.descendants(graph, names["filtering"])}
+
+
+def test_the_study_profile_trains_no_etm_rsm_and_fuses_the_two_by_two(tmp_path):
+    """dvc.yaml with ``make profile P=study``'s params: ``pseudo.variants: []`` leaves no ETM / RSM training or
+    retrieval stage, and every seed of the 2 x 2 (DPR, Mixed-DPR, Poly-DPR, Mixed Poly-DPR) is fused with BM25."""
+    import shutil
+    import subprocess
+
+    from ecqg import config
+
+    shutil.copy(REPO / "dvc.yaml", tmp_path / "dvc.yaml")
+    (tmp_path / "params.yaml").write_text(config.render_profile("study", REPO / "params"), encoding="utf-8")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    with dvc_repo.Repo.init(str(tmp_path)) as repo:
+        names = {s.name for s in repo.index.graph.nodes}
+    assert not {n for n in names if "etm" in n or "rsm" in n}
+    assert "pseudo_queries" in names              # the pseudo-queries are still built and shown (cheap)
+    seeds = config.preset("study", REPO / "params")["dpr"]["seeds"]
+    assert len(seeds) == 3
+    assert {f"hybrid@{v}-{s}" for v in ("baseline", "mixed", "poly_baseline", "poly_mixed") for s in seeds} <= names
+    assert {f"retrieve_dense@{v}-{s}" for v in ("baseline", "uncon", "mixed", "poly_baseline", "poly_mixed")
+            for s in seeds} <= names
