@@ -172,6 +172,7 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "pseudo.m_sweep": ((list,), lambda v: bool(v) and all(isinstance(m, int) and not isinstance(m, bool) and m > 0
                                                           for m in v), "a non-empty list of integers > 0"),
     "polydpr.codes": ((int,), _positive, "an integer > 0 (K code vectors per passage; 1 = a single-vector control)"),
+    "polydpr.attend": ((str,), lambda v: v in ("content", "all"), "content or all"),
     "hybrid.depth": ((int,), _positive, "an integer > 0"),
     "hybrid.rrf_k": ((int,), lambda v: v >= 0, "an integer >= 0"),
     "evaluation.ks": ((list,), _ks, "a sorted list of distinct positive integers"),

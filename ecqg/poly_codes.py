@@ -43,7 +43,7 @@ def code_attention(model, passages: Sequence[Mapping], batch_size: int = 32):
     out = []
     for chunk, batch, offsets, seq_ids in _passage_batches(model, passages, batch_size):
         hidden = model.passage_encoder(**batch).last_hidden_state
-        attn = model.code_attention(hidden, batch["attention_mask"]).float().numpy()
+        attn = model.code_attention(hidden, model.attended_mask(batch)).float().numpy()
         for i in range(len(chunk)):
             n = int(batch["attention_mask"][i].sum())
             out.append((attn[i, :, :n], offsets[i, :n], seq_ids[i][:n]))

@@ -205,6 +205,8 @@ def test_roundtrip_reasons_in_order():
     assert stats["in"] == 5 and stats["kept"] == 2 and stats["uncon_kept"] == 2
     kept2, _, _ = F.roundtrip_filter(records, preds, threshold=0.5, require_overlap=False)
     assert [r["id"] for r in kept2] == ["ok", "mismatch", "partial"]
+    assert kept2[1]["answer"] == "1813" and kept2[1]["generated_answer"] == "Jane Austen"
+    assert "generated_answer" not in kept[0]
     with pytest.raises(DataFormatError, match="no MRC prediction for question 'ok'"):
         F.roundtrip_filter(records, {}, threshold=0.5)
 

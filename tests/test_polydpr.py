@@ -55,6 +55,23 @@ def test_passage_vectors_are_code_attention_pools_over_real_tokens():
     assert not torch.allclose(vectors[:, 0], vectors[:, 1])                        # distinct codes, distinct vectors
 
 
+def test_content_codes_never_attend_to_special_tokens_or_padding():
+    model = tiny(3).eval()
+    model.config = PolyConfig("tiny", codes=3, query_max_length=16, passage_max_length=48, attend="content")
+    tok = model.tokenize_passages(["Lyon", ""], [PASSAGES[0]["text"], ""])
+    with torch.no_grad():
+        vectors = model.encode_passages(tok)
+        hidden = model.passage_encoder(**tok).last_hidden_state
+        attention = model.code_attention(hidden, model.attended_mask(tok))
+    ids = tok["input_ids"]
+    special = (ids == TOKENIZER.cls_token_id) | (ids == TOKENIZER.sep_token_id) | (tok["attention_mask"] == 0)
+    assert torch.all(attention[0][:, special[0]] == 0) and attention[0][:, ~special[0]].sum() > 2.99
+    assert torch.allclose(attention[1].sum(-1), torch.ones(3), atol=1e-5)   # nothing but specials: falls back to them
+    assert torch.allclose(vectors, torch.einsum("bkn,bnd->bkd", attention, hidden), atol=1e-5)
+    with pytest.raises(ValueError, match="attend must be one of"):
+        PolyDPR(model.query_encoder, model.passage_encoder, TOKENIZER, PolyConfig("x", attend="words"))
+
+
 def test_faiss_over_k_rows_equals_the_brute_force_max_over_k():
     rng = np.random.default_rng(0)
     ids = [f"p{i}" for i in range(50)]
@@ -87,7 +104,7 @@ def test_save_load_keeps_encoders_and_codes(tmp_path):
     model.save(tmp_path / "poly")
     again = load_retriever(tmp_path / "poly")
     assert isinstance(again, PolyDPR) and again.vectors_per_passage == 5
-    assert torch.equal(again.codes, model.codes)
+    assert torch.equal(again.codes, model.codes) and again.config == model.config
     ids, v1 = dense.encode_passages(model, PASSAGES, progress=False)
     _, v2 = dense.encode_passages(again, PASSAGES, progress=False)
     assert v1.shape == (len(PASSAGES), 5, 16) and np.allclose(v1, v2, atol=1e-6)
@@ -98,5 +115,6 @@ def test_built_from_params_like_any_retriever():
     model = build_retriever("polydpr", "bundled:minilm", codes=2, pooling="cls", query_max_length=16,
                             passage_max_length=32)
     assert isinstance(model, PolyDPR) and model.codes.shape == (2, model.dim)
+    assert model.config.attend == "content"                                       # new models: content pieces only
     with pytest.raises(ValueError, match="at least one code"):
         PolyDPR(model.query_encoder, model.passage_encoder, TOKENIZER, PolyConfig("x", codes=0))

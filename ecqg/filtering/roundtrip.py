@@ -29,6 +29,11 @@ def roundtrip_filter(records: Iterable[Mapping], predictions: Mapping[str, Mappi
     because a generated answer and a reader's span often differ only in their boundaries ("July 20, 1969" vs
     "1969"), which does not make the question wrong. The F1 is kept (``mrc_answer_f1``) for a stricter cut later.
     Kept and rejected records carry ``mrc_answer``, ``mrc_confidence``, ``mrc_score_diff`` and ``mrc_answer_f1``.
+
+    Without ``require_overlap`` the rule is answerability only: the reader must find a confident span for the
+    question in its own passage, whatever the generator wrote after the question. The kept record's ``answer``
+    then becomes the reader's span (the answer the question has in that passage; later steps such as BM25 hard
+    negatives use it) and the generator's is kept as ``generated_answer``.
     """
     records = check_generated(records, where)
     kept, rejected = [], []
@@ -45,8 +50,10 @@ def roundtrip_filter(records: Iterable[Mapping], predictions: Mapping[str, Mappi
             rejected.append({**out, "reason": "low_confidence"})
         elif require_overlap and f1 <= 0.0:
             rejected.append({**out, "reason": "answer_mismatch"})
-        else:
+        elif require_overlap:
             kept.append(out)
+        else:
+            kept.append({**out, "answer": pred["answer"], "generated_answer": rec["answer"]})
     stats = filter_stats(records, kept, rejected, REASONS)
     stats.update(threshold=threshold, require_overlap=require_overlap)
     log.info("round-trip filter: kept %d of %d (%s)", len(kept), len(records), stats["rejected"])

@@ -30,10 +30,10 @@ UNTRAINED = "untrained"  # the base checkpoint, not fine-tuned: Table 3's "not f
 
 def base_retriever(params: Mapping, kind: str | None = None, **model_kwargs) -> Retriever:
     """The retriever a variant starts from, of ``kind`` (default: the kind ``dpr.model`` names); a Poly-DPR gets
-    ``polydpr.codes`` code vectors. ``model_kwargs``: e.g. ``attn_implementation="eager"``, ``code_seed``."""
+    ``polydpr.codes`` code vectors attending to ``polydpr.attend``. ``model_kwargs``: e.g. ``attn_implementation="eager"``, ``code_seed``."""
     dpr = params["dpr"]
     kind = kind or dpr["model"]
-    extra = {"codes": params["polydpr"]["codes"]} if kind == "polydpr" else {}
+    extra = {"codes": params["polydpr"]["codes"], "attend": params["polydpr"]["attend"]} if kind == "polydpr" else {}
     return build_retriever(kind, dpr["base_model"], shared=dpr["shared_encoders"], pooling=dpr["pooling"],
                            query_max_length=dpr["query_max_length"], passage_max_length=dpr["passage_max_length"],
                            **extra, **model_kwargs)
