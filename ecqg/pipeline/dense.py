@@ -30,7 +30,8 @@ UNTRAINED = "untrained"  # the base checkpoint, not fine-tuned: Table 3's "not f
 
 def base_retriever(params: Mapping, kind: str | None = None, **model_kwargs) -> Retriever:
     """The retriever a variant starts from, of ``kind`` (default: the kind ``dpr.model`` names); a Poly-DPR gets
-    ``polydpr.codes`` code vectors attending to ``polydpr.attend``. ``model_kwargs``: e.g. ``attn_implementation="eager"``, ``code_seed``."""
+    ``polydpr.codes`` code vectors attending to ``polydpr.attend``. ``model_kwargs``: e.g.
+    ``attn_implementation="eager"``, ``code_seed``."""
     dpr = params["dpr"]
     kind = kind or dpr["model"]
     extra = {"codes": params["polydpr"]["codes"], "attend": params["polydpr"]["attend"]} if kind == "polydpr" else {}

@@ -8,10 +8,10 @@ passage gets K vectors instead of one [CLS] vector, so one vector need not hold 
   questions searched over the 7,000-passage corpus, own passage at top 1): ``all`` makes very short passages hubs,
   because their pooled vector is mostly [CLS] / [SEP] states that any [CLS] query vector resembles (untrained
   0.9%, fine-tuned 4.7%, one two-word passage the top 1 of 235 of 2,939 NQ test questions), ``content`` does not
-  (untrained 11.3%; DPR untrained 23.6%). Checkpoints saved before the option existed load as ``all``. Codes start as random normal vectors with the encoder's initializer range (BERT: 0.02) from a
-  seeded generator, so codes start distinct and the run is reproducible (the paper does not say either; ParlAI's
-  poly-encoder also learns codes from a random start; a collapse of the codes shows in their similarity, which the
-  analyses report).
+  (untrained 11.3%; DPR untrained 23.6%). Checkpoints saved before the option existed load as ``all``. Codes start
+  as random normal vectors with the encoder's initializer range (BERT: 0.02) from a seeded generator, so codes
+  start distinct and the run is reproducible (the paper does not say either; ParlAI's poly-encoder also learns codes
+  from a random start; a collapse of the codes shows in their similarity, which the analyses report).
 * Query: the [CLS] vector ``q`` of the query encoder, as DPR.
 * Training score: ``q . v_q`` with ``v_q = sum_k softmax_k(q . v_k) v_k`` (a softmax-weighted mix of the codes, so
   every code gets gradient), under DPR's NLL loss. Retrieval score: ``max_k q . v_k``, so a FAISS search runs over
