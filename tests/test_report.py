@@ -299,3 +299,40 @@ def test_the_two_by_two_is_answered_with_p_values(metrics):
     assert "| data: Mixed-DPR - DPR | 10 | – | -0.5 [-1.5, +0.5], p 0.400: no difference shown | – |" in arch
     assert "given Mixed data" not in arch                     # a pair the metrics lack is left out, not invented
     assert "| UnCon-DPR - ETM-DPR | 10 | – | -3.0 [-4.0, -2.0], p < .001: B better | – |" in answers
+
+
+def test_the_papers_claims_are_checked_with_direction_and_p_values(metrics):
+    from ecqg.report.claim import verdict
+
+    table = json.loads((metrics / "table3.json").read_text())
+    table["paired"].update({
+        "dpr_uncon_minus_dpr_baseline": {"nq": {"all": {"n": 10, "top1_diff": 2.0, "top1_ci_low": 1.0,
+                                                        "top1_ci_high": 3.0, "top1_p": 0.01}}},
+        "dpr_mixed_minus_dpr_uncon": {"nq": {"all": {"n": 10, "top1_diff": -2.0, "top1_ci_low": -3.0,
+                                                     "top1_ci_high": -1.0, "top1_p": 0.002}}}})
+    (metrics / "table3.json").write_text(json.dumps(table))
+    (metrics / "encoder_comparison.json").write_text(json.dumps({"attention": {"paired": {
+        "dpr_uncon_minus_dpr_baseline": {"entropy_diff": 0.05, "entropy_ci_low": -0.01, "entropy_ci_high": 0.1,
+                                         "entropy_p": 0.2, "entropy_n": 30}}}}))
+    (metrics / "attention_bias.json").write_text(json.dumps({"encoders": {"dpr_baseline": {
+        "n_passages": 40, "highest_first_half": 0.3, "highest_first_half_ci": [0.2, 0.4]}}}))
+    (metrics / "mechanism.json").write_text(json.dumps({"moved_sentence": {
+        "systems": {"dpr_baseline": {"gap": -0.2}},
+        "paired": {"dpr_mixed_minus_dpr_baseline": {"n": 50, "gap": 0.05, "ci_low": 0.02, "ci_high": 0.08,
+                                                    "p": 0.001}}}}))
+    text = report.render_results(metrics)
+    claims = text.split("#### The paper's claims, checked")[1].split("####")[0]
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in claims.splitlines() if line.startswith("| ")}
+    assert "| +1.5 | 10 | +2.0 [+1.0, +3.0] points | 0.010 | holds |" in rows["Table 3, NQ Top-1: UnCon-DPR - DPR > 0"]
+    assert rows["Table 3, NQ Top-1: Mixed-DPR - UnCon-DPR > 0"].endswith("| 0.002 | reversed |")
+    assert rows["attention entropy: UnCon-DPR - DPR < 0"].endswith("| 0.200 | not shown |")
+    # 30% of passages put the highest-attended entity first: 20 points below the 50% of no bias, CI clear of 0
+    assert "-20.0 [-30.0, -10.0] points | CI | reversed |" in rows[
+        "position bias, DPR: highest-attended entity in the first half, % of passages - 50 > 0"]
+    # DPR's gap is -0.2; Mixed's is 0.05 nearer 0: a shrinkage of +0.05, the prediction's direction
+    moved = next(v for k, v in rows.items() if k.startswith("mechanism: Mixed-DPR's moved-sentence gap"))
+    assert "+0.050 [+0.020, +0.080] score | 0.001 | holds |" in moved
+    assert not any(k.startswith("Table 3, NQ Top-5") for k in rows)          # absent metrics: no row, not a guess
+    assert all(line.count(" | ") == 5 for line in rows.values())            # no cell breaks the table
+    assert "2 hold, 2 reversed, 1 not shown" in claims
+    assert verdict(1.0, -0.5, 2.0, None, 1.0) == "not shown" and verdict(None, None, None, None, 1.0) == "–"

@@ -15,6 +15,7 @@ What it reads (each optional except that a missing file is said, not hidden):
 (``ecqg.encoder_comparison.metrics_tree``), ``question_generation.json`` / ``filtering.json`` / ``mixing.json``
 (rendered generically: whatever keys they hold), ``mechanism.json`` (``ecqg.pipeline.mechanism.metrics_tree``),
 ``dpr_*_training.json`` (the settings table), and every ``stage_*.json`` (``wall_time_s``, ``finished``).
+The paper's orderings are checked in one table from all of them (``ecqg.report.claim``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from ecqg import paths
 from ecqg.io import write_text
+from ecqg.report.claim import render_claim
 from ecqg.report.format import SECTION, SYNTHETIC_STAGES, load_metrics, missing_note
 from ecqg.report.headline import headline, render_comparison
 from ecqg.report.mechanism import render_mechanism
@@ -52,12 +54,15 @@ def render_results(metrics_dir: str | Path, declared: set[str] | None = None) ->
     if questions:
         parts.append(questions)
     mech = load_metrics(metrics_dir, "mechanism.json")
+    bias = load_metrics(metrics_dir, "attention_bias.json")
+    comparison = load_metrics(metrics_dir, "encoder_comparison.json")
+    claim = render_claim({"table3": table3, "comparison": comparison, "bias": bias, "mechanism": mech})
+    if claim:
+        parts.append(claim)
     parts.append(render_mechanism(mech) if mech else "#### Where the method acts\n\n"
                  + missing_note(metrics_dir, "mechanism.json", "mechanism"))
-    bias = load_metrics(metrics_dir, "attention_bias.json")
     parts.append(render_attention_bias(bias) if bias else "#### Attention bias\n\n"
                  + missing_note(metrics_dir, "attention_bias.json", "attention_bias"))
-    comparison = load_metrics(metrics_dir, "encoder_comparison.json")
     parts.append(render_encoder_comparison(comparison) if comparison else "#### Attention of the dense models\n\n"
                  + missing_note(metrics_dir, "encoder_comparison.json", "results (encoder comparison)"))
     codes = load_metrics(metrics_dir, "poly_codes.json")

@@ -1,0 +1,173 @@
+"""The paper's orderings, each checked against one profile's metrics: which hold, which are reversed, which this run
+cannot tell apart from no difference.
+
+Why a table of its own: the claim is spread over five metrics files (Table 3, the attention comparison, the Table 1
+probe, the position-bias study, the mechanism slices); a reader asking "does it reproduce?" should not have to
+assemble it. Every row is a paired difference (A - B on the same questions or passages) with its 95% bootstrap CI
+and p-value, read from the metrics; only the paper's own values are typed here, and only to give each row its
+direction. A verdict needs p < 0.05 (uncorrected for the number of rows: read the p-values too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from ecqg.report.format import md_table, num, pval
+
+ALPHA = 0.05
+Getter = Callable[[Mapping], "Mapping | None"]
+
+
+def _path(tree: Mapping | None, *keys: str) -> Mapping | None:
+    for key in keys:
+        if not isinstance(tree, Mapping):
+            return None
+        tree = tree.get(key)
+    return tree if isinstance(tree, Mapping) else None
+
+
+def _table3(pair: str, k: int) -> Getter:
+    def get(m: Mapping) -> Mapping | None:
+        node = _path(m.get("table3"), "paired", pair, "nq", "all")
+        if node is None or node.get(f"top{k}_diff") is None:
+            return None
+        return {"n": node.get("n"), "diff": node[f"top{k}_diff"], "low": node.get(f"top{k}_ci_low"),
+                "high": node.get(f"top{k}_ci_high"), "p": node.get(f"top{k}_p"), "digits": 1}
+    return get
+
+
+def _attention(pair: str, metric: str, digits: int) -> Getter:
+    def get(m: Mapping) -> Mapping | None:
+        node = _path(m.get("comparison"), "attention", "paired", pair)
+        if node is None or node.get(f"{metric}_diff") is None:
+            return None
+        return {"n": node.get(f"{metric}_n"), "diff": node[f"{metric}_diff"], "low": node.get(f"{metric}_ci_low"),
+                "high": node.get(f"{metric}_ci_high"), "p": node.get(f"{metric}_p"), "digits": digits}
+    return get
+
+
+def _probe(system: str) -> Getter:
+    def get(m: Mapping) -> Mapping | None:
+        node = _path(m.get("comparison"), "table1_probe", system)
+        if node is None or node.get("difference") is None:
+            return None
+        return {"n": node.get("n_passages"), "diff": node["difference"], "low": node.get("difference_ci_low"),
+                "high": node.get("difference_ci_high"), "p": node.get("difference_p"), "digits": 2}
+    return get
+
+
+def _position_bias(system: str, key: str) -> Getter:
+    """Stage 01's share (of passages) minus the 50% of no bias; a CI, no p-value (the verdict reads the CI)."""
+    def get(m: Mapping) -> Mapping | None:
+        node = _path(m.get("bias"), "encoders", system)
+        if node is None or node.get(key) is None:
+            return None
+        ci = node.get(f"{key}_ci") or [None, None]
+        shift = (lambda x: None if x is None else 100 * x - 50)
+        return {"n": node.get("n_passages"), "diff": shift(node[key]), "low": shift(ci[0]), "high": shift(ci[1]),
+                "p": None, "digits": 1}
+    return get
+
+
+def _moved_sentence(pair: str, reference: str) -> Getter:
+    """The paired difference of front - end gaps, signed so that positive = A's gap is smaller in size than B's
+    (the prediction), whatever the sign of B's own gap."""
+    def get(m: Mapping) -> Mapping | None:
+        moved = _path(m.get("mechanism"), "moved_sentence")
+        node, ref = _path(moved, "paired", pair), _path(moved, "systems", reference)
+        if node is None or ref is None or node.get("gap") is None or not ref.get("gap"):
+            return None
+        flip = -1.0 if ref["gap"] > 0 else 1.0          # B's gap > 0: shrinking it is a negative difference
+        low, high = node.get("ci_low"), node.get("ci_high")
+        bounds = sorted(flip * x for x in (low, high)) if low is not None and high is not None else [None, None]
+        return {"n": node.get("n"), "diff": flip * node["gap"], "low": bounds[0], "high": bounds[1],
+                "p": node.get("p"), "digits": 3}
+    return get
+
+
+def _entity_split(pair: str, split: str, k: int) -> Getter:
+    def get(m: Mapping) -> Mapping | None:
+        node = _path(m.get("mechanism"), "entity_attention", "paired", pair, split)
+        if node is None or node.get(f"top{k}_diff") is None:
+            return None
+        return {"n": node.get("n"), "diff": node[f"top{k}_diff"], "low": node.get(f"top{k}_ci_low"),
+                "high": node.get(f"top{k}_ci_high"), "p": node.get(f"top{k}_p"), "digits": 1}
+    return get
+
+
+# (what the paper says, the paper's value with its sign (None: a prediction, direction +), where ours is read).
+CLAIMS: tuple[tuple[str, float | None, str, Getter], ...] = (
+    ("Table 3, NQ Top-1: UnCon-DPR - DPR > 0", 1.5, "points", _table3("dpr_uncon_minus_dpr_baseline", 1)),
+    ("Table 3, NQ Top-1: Mixed-DPR - UnCon-DPR > 0", 0.1, "points", _table3("dpr_mixed_minus_dpr_uncon", 1)),
+    ("Table 3, NQ Top-1: Mixed-DPR - DPR > 0", 1.6, "points", _table3("dpr_mixed_minus_dpr_baseline", 1)),
+    ("Table 3, NQ Top-5: UnCon-DPR - DPR > 0", 1.3, "points", _table3("dpr_uncon_minus_dpr_baseline", 5)),
+    ("Table 3, NQ Top-5: Mixed-DPR - UnCon-DPR > 0", 0.6, "points", _table3("dpr_mixed_minus_dpr_uncon", 5)),
+    ("Table 3, NQ Top-5: Mixed-DPR - DPR > 0", 1.9, "points", _table3("dpr_mixed_minus_dpr_baseline", 5)),
+    ("attention entropy: Mixed-DPR - DPR > 0", 0.13, "nats",
+     _attention("dpr_mixed_minus_dpr_baseline", "entropy", 3)),
+    ("attention entropy: UnCon-DPR - DPR < 0", -0.17, "nats",
+     _attention("dpr_uncon_minus_dpr_baseline", "entropy", 3)),
+    ("attention entropy: Mixed-DPR - UnCon-DPR > 0", 0.30, "nats",
+     _attention("dpr_mixed_minus_dpr_uncon", "entropy", 3)),
+    ("later-sentence share: Mixed-DPR - DPR > 0", 1.8, "points",
+     _attention("dpr_mixed_minus_dpr_baseline", "later_sentence_share", 2)),
+    ("later-sentence share: Mixed-DPR - UnCon-DPR > 0", 1.1, "points",
+     _attention("dpr_mixed_minus_dpr_uncon", "later_sentence_share", 2)),
+    ("Table 1 probe, DPR: highest- minus lowest-attended entity's questions > 0", 1.6, "score",
+     _probe("dpr_baseline")),
+    ("position bias, DPR: highest-attended entity in the first half, % of passages - 50 > 0", 15.0, "points",
+     _position_bias("dpr_baseline", "highest_first_half")),
+    ("position bias, DPR: lowest-attended entity in the second half, % of passages - 50 > 0", 10.0, "points",
+     _position_bias("dpr_baseline", "lowest_second_half")),
+    ("mechanism: Mixed-DPR's moved-sentence gap nearer 0 than DPR's (the shrinkage > 0)", None, "score",
+     _moved_sentence("dpr_mixed_minus_dpr_baseline", "dpr_baseline")),
+    ("mechanism: Mixed-DPR - DPR, Top-5 on the least-attended answer entity's questions > 0", None, "points",
+     _entity_split("dpr_mixed_minus_dpr_baseline", "least attended", 5)),
+)
+
+
+def verdict(diff: float | None, low: float | None, high: float | None, p: float | None, direction: float) -> str:
+    """holds / reversed at p < ALPHA (or, without a p-value, a CI that excludes 0); otherwise not shown."""
+    if diff is None:
+        return "–"
+    if p is not None:
+        significant = p < ALPHA
+    else:
+        significant = low is not None and high is not None and (low > 0 or high < 0)
+    if not significant:
+        return "not shown"
+    return "holds" if diff * direction > 0 else "reversed"
+
+
+def claim_rows(metrics: Mapping) -> list[dict]:
+    """One dict per claim whose metrics exist: claim, paper, unit, n, diff, low, high, p, digits, verdict.
+    ``metrics``: table3, comparison (encoder_comparison.json), bias (attention_bias.json), mechanism."""
+    rows = []
+    for claim, paper, unit, get in CLAIMS:
+        ours = get(metrics)
+        if ours is None:
+            continue
+        direction = -1.0 if paper is not None and paper < 0 else 1.0
+        rows.append({"claim": claim, "paper": paper, "unit": unit, **ours,
+                     "verdict": verdict(ours["diff"], ours["low"], ours["high"], ours["p"], direction)})
+    return rows
+
+
+def render_claim(metrics: Mapping) -> str:
+    rows = claim_rows(metrics)
+    if not rows:
+        return ""
+    counts = {v: sum(r["verdict"] == v for r in rows) for v in ("holds", "reversed", "not shown")}
+    table = [[r["claim"], "prediction" if r["paper"] is None else num(r["paper"], 2 if r["unit"] == "nats" else 1,
+                                                                     signed=True),
+              str(r["n"] if r["n"] is not None else "–"),
+              f"{num(r['diff'], r['digits'], signed=True)} [{num(r['low'], r['digits'], signed=True)}, "
+              f"{num(r['high'], r['digits'], signed=True)}] {r['unit']}",
+              pval(r["p"]) if r["p"] is not None else "CI", r["verdict"]] for r in rows]
+    return ("#### The paper's claims, checked\n\n"
+            f"Each row is a paired difference on the same questions or passages with its 95% bootstrap CI; a verdict "
+            f"needs p < {ALPHA} (uncorrected; position-bias rows have a CI only). The paper's values come from its "
+            f"21M-passage Wikipedia and BERT-base: compare directions, not sizes. Here: {counts['holds']} hold, "
+            f"{counts['reversed']} reversed, {counts['not shown']} not shown.\n\n"
+            + md_table(["the paper's claim", "paper", "n", "here [95% CI]", "p", "verdict"], table,
+                       ["l", "r", "r", "r", "r", "l"]))
