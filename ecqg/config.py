@@ -123,6 +123,8 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "attention.min_entities": ((int,), _positive, "an integer > 0"),
     "attention.example_passage": ((str, type(None)), None, "null or a passage id"),
     "attention.batch_size": ((int,), _positive, "an integer > 0"),
+    "attention.analysis_passages": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
+    "attention.probe_passages": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
     "qg.model": ((str,), bool, "a model reference (bundled:minilm, a directory or a hub id)"),
     "qg.architecture": ((str,), lambda v: v in ("prefix_lm", "bert2bert"), "prefix_lm or bert2bert"),
     "qg.con_init": ((str,), lambda v: v in ("model", "uncon"), "model or uncon"),

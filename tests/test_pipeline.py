@@ -340,3 +340,14 @@ def test_killed_training_resumes_from_its_last_checkpoint(tmp_path):
     history = [json.loads(line) for line in
                (repo / "outputs/models/dpr_baseline_s2022/history.jsonl").read_text().splitlines()]
     assert [h["step"] for h in history] == [1, 2, 3, 4, 5, 6]
+
+
+def test_capped_analyses_take_a_seeded_random_subset_in_order():
+    from ecqg.pipeline.common import subset
+
+    items = [f"p{i}" for i in range(100)]
+    chosen = subset(items, 10, seed=2022, purpose="analysis")
+    assert len(chosen) == 10 and chosen == sorted(chosen, key=items.index)          # original order kept
+    assert chosen == subset(items, 10, seed=2022, purpose="analysis")               # seeded
+    assert chosen != items[:10] and chosen != subset(items, 10, seed=2022, purpose="probe")
+    assert subset(items, None, 0, "analysis") == items and subset(items, 500, 0, "analysis") == items

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Iterator, Mapping
+import random
+from typing import Any, Iterator, Mapping, Sequence, TypeVar
 
 from ecqg import paths
 from ecqg.data.records import read_corpus
 from ecqg.io import read_jsonl
+
+T = TypeVar("T")
 
 
 def seeds(params: Mapping) -> list[int]:
@@ -57,3 +60,12 @@ def passages_by_id(ids: set[str] | None = None) -> dict[str, dict]:
     given)."""
     return {p["id"]: {"title": p["title"], "text": p["text"]} for p in pool_passages()
             if ids is None or p["id"] in ids}
+
+
+def subset(items: Sequence[T], size: int | None, seed: int, purpose: str) -> list[T]:
+    """A seeded random subset of ``size`` items in their original order (all of them when ``size`` is None or not
+    smaller): an analysis capped for time keeps the sample random, not the sample's first rows."""
+    if size is None or size >= len(items):
+        return list(items)
+    chosen = sorted(random.Random(f"{seed}-{purpose}").sample(range(len(items)), size))
+    return [items[i] for i in chosen]

@@ -15,7 +15,7 @@ from ecqg import paths
 from ecqg.data.dpr import read_dpr_retriever_json
 from ecqg.io import empty_directory, read_jsonl
 from ecqg.paths import GENERATORS  # noqa: F401  (notebook 02 loops over question_generation.GENERATORS)
-from ecqg.pipeline.common import fingerprint, fingerprint_int, pool_passages, test_gold_ids
+from ecqg.pipeline.common import fingerprint, fingerprint_int, pool_passages, subset, test_gold_ids
 
 def gold_triples(params: Mapping) -> tuple[list[dict], dict[str, dict], dict]:
     """Gold (question, passage, answer) triples, their passages ``id -> {title, text}``, and unusable-input counts.
@@ -153,11 +153,13 @@ def conditioned_inputs() -> list[dict]:
     return [_entity_input(r, e, "lowest") for _, r in read_jsonl(paths.QG_ENTITIES) for e in r["entities"]]
 
 
-def probe_inputs() -> list[dict]:
+def probe_inputs(max_passages: int | None = None, seed: int = 0) -> list[dict]:
     """Per studied passage its highest- and (rank-1) lowest-attended entity: the paper's Table 1 probe (how a
-    retriever scores questions about the entities it attends to most vs least)."""
+    retriever scores questions about the entities it attends to most vs least); ``max_passages``: a seeded subset of
+    that many passages (``attention.probe_passages``), None = all."""
     out = []
-    for _, r in read_jsonl(paths.QG_ENTITIES):
+    rows = [r for _, r in read_jsonl(paths.QG_ENTITIES)]
+    for r in subset(rows, max_passages, seed, "probe"):
         if "highest" not in r:
             raise ValueError(f"{paths.QG_ENTITIES}: passage {r['passage_id']} has no 'highest' entity; rerun stage 01")
         out.append(_entity_input(r, r["highest"], "highest"))
