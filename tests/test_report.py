@@ -317,7 +317,7 @@ def test_the_papers_claims_are_checked_with_direction_and_p_values(metrics):
     (metrics / "attention_bias.json").write_text(json.dumps({"encoders": {"dpr_baseline": {
         "n_passages": 40, "highest_first_half": 0.3, "highest_first_half_ci": [0.2, 0.4]}}}))
     (metrics / "mechanism.json").write_text(json.dumps({"moved_sentence": {
-        "systems": {"dpr_baseline": {"gap": -0.2}},
+        "systems": {"dpr_baseline": {"gap": -0.2}, "dpr_mixed": {"gap": -0.15}},
         "paired": {"dpr_mixed_minus_dpr_baseline": {"n": 50, "gap": 0.05, "ci_low": 0.02, "ci_high": 0.08,
                                                     "p": 0.001}}}}))
     text = report.render_results(metrics)
@@ -329,10 +329,12 @@ def test_the_papers_claims_are_checked_with_direction_and_p_values(metrics):
     # 30% of passages put the highest-attended entity first: 20 points below the 50% of no bias, CI clear of 0
     assert "-20.0 [-30.0, -10.0] points | CI | reversed |" in rows[
         "position bias, DPR: highest-attended entity in the first half, % of passages - 50 > 0"]
-    # DPR's gap is -0.2; Mixed's is 0.05 nearer 0: a shrinkage of +0.05, the prediction's direction
-    moved = next(v for k, v in rows.items() if k.startswith("mechanism: Mixed-DPR's moved-sentence gap"))
-    assert "+0.050 [+0.020, +0.080] score | 0.001 | holds |" in moved
+    # DPR's gap is -0.2, Mixed's -0.15: nearer 0, the prediction's direction; both gaps are in the row
+    moved = next(v for k, v in rows.items() if k.startswith("mechanism: moved-sentence gap"))
+    assert "(gaps: -0.200 -> -0.150)" in moved and "+0.050 [+0.020, +0.080] score | 0.001 | holds |" in moved
     assert not any(k.startswith("Table 3, NQ Top-5") for k in rows)          # absent metrics: no row, not a guess
     assert all(line.count(" | ") == 5 for line in rows.values())            # no cell breaks the table
     assert "2 hold, 2 reversed, 1 not shown" in claims
     assert verdict(1.0, -0.5, 2.0, None, 1.0) == "not shown" and verdict(None, None, None, None, 1.0) == "–"
+    # -0.2 -> +0.3: the right direction, but a larger gap on the other side of 0
+    assert verdict(0.5, 0.4, 0.6, 0.001, 1.0, overshoot=True) == "overshoots"

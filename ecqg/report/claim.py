@@ -69,19 +69,21 @@ def _position_bias(system: str, key: str) -> Getter:
     return get
 
 
-def _moved_sentence(pair: str, reference: str) -> Getter:
-    """The paired difference of front - end gaps, signed so that positive = A's gap is smaller in size than B's
-    (the prediction), whatever the sign of B's own gap."""
+def _moved_sentence(system: str, reference: str) -> Getter:
+    """The paired difference A - B of front - end gaps. The prediction is that A's gap lies nearer 0 than B's: the
+    difference must point against B's gap (its ``direction``) without carrying A past 0 to a larger gap on the other
+    side (``overshoot``); both gaps go into the row's text, since the difference alone cannot tell."""
     def get(m: Mapping) -> Mapping | None:
         moved = _path(m.get("mechanism"), "moved_sentence")
-        node, ref = _path(moved, "paired", pair), _path(moved, "systems", reference)
-        if node is None or ref is None or node.get("gap") is None or not ref.get("gap"):
+        node = _path(moved, "paired", f"{system}_minus_{reference}")
+        a, b = _path(moved, "systems", system), _path(moved, "systems", reference)
+        if node is None or a is None or b is None or node.get("gap") is None or not b.get("gap") \
+                or a.get("gap") is None:
             return None
-        flip = -1.0 if ref["gap"] > 0 else 1.0          # B's gap > 0: shrinking it is a negative difference
-        low, high = node.get("ci_low"), node.get("ci_high")
-        bounds = sorted(flip * x for x in (low, high)) if low is not None and high is not None else [None, None]
-        return {"n": node.get("n"), "diff": flip * node["gap"], "low": bounds[0], "high": bounds[1],
-                "p": node.get("p"), "digits": 3}
+        return {"n": node.get("n"), "diff": node["gap"], "low": node.get("ci_low"), "high": node.get("ci_high"),
+                "p": node.get("p"), "digits": 3, "direction": -1.0 if b["gap"] > 0 else 1.0,
+                "overshoot": abs(a["gap"]) >= abs(b["gap"]),
+                "detail": f" (gaps: {num(b['gap'], 3, signed=True)} -> {num(a['gap'], 3, signed=True)})"}
     return get
 
 
@@ -119,15 +121,18 @@ CLAIMS: tuple[tuple[str, float | None, str, Getter], ...] = (
      _position_bias("dpr_baseline", "highest_first_half")),
     ("position bias, DPR: lowest-attended entity in the second half, % of passages - 50 > 0", 10.0, "points",
      _position_bias("dpr_baseline", "lowest_second_half")),
-    ("mechanism: Mixed-DPR's moved-sentence gap nearer 0 than DPR's (the shrinkage > 0)", None, "score",
-     _moved_sentence("dpr_mixed_minus_dpr_baseline", "dpr_baseline")),
+    ("mechanism: moved-sentence gap (front - end score), Mixed-DPR - DPR, toward 0", None, "score",
+     _moved_sentence("dpr_mixed", "dpr_baseline")),
     ("mechanism: Mixed-DPR - DPR, Top-5 on the least-attended answer entity's questions > 0", None, "points",
      _entity_split("dpr_mixed_minus_dpr_baseline", "least attended", 5)),
 )
 
 
-def verdict(diff: float | None, low: float | None, high: float | None, p: float | None, direction: float) -> str:
-    """holds / reversed at p < ALPHA (or, without a p-value, a CI that excludes 0); otherwise not shown."""
+def verdict(diff: float | None, low: float | None, high: float | None, p: float | None, direction: float,
+            overshoot: bool = False) -> str:
+    """holds / reversed at p < ALPHA (or, without a p-value, a CI that excludes 0); otherwise not shown.
+    ``overshoot``: the difference points the predicted way but lands past the target (a gap meant to shrink towards
+    0 that ends larger on the other side)."""
     if diff is None:
         return "–"
     if p is not None:
@@ -136,7 +141,9 @@ def verdict(diff: float | None, low: float | None, high: float | None, p: float 
         significant = low is not None and high is not None and (low > 0 or high < 0)
     if not significant:
         return "not shown"
-    return "holds" if diff * direction > 0 else "reversed"
+    if diff * direction <= 0:
+        return "reversed"
+    return "overshoots" if overshoot else "holds"
 
 
 def claim_rows(metrics: Mapping) -> list[dict]:
@@ -147,9 +154,10 @@ def claim_rows(metrics: Mapping) -> list[dict]:
         ours = get(metrics)
         if ours is None:
             continue
-        direction = -1.0 if paper is not None and paper < 0 else 1.0
-        rows.append({"claim": claim, "paper": paper, "unit": unit, **ours,
-                     "verdict": verdict(ours["diff"], ours["low"], ours["high"], ours["p"], direction)})
+        direction = ours.get("direction", -1.0 if paper is not None and paper < 0 else 1.0)
+        rows.append({"claim": claim + ours.get("detail", ""), "paper": paper, "unit": unit, **ours,
+                     "verdict": verdict(ours["diff"], ours["low"], ours["high"], ours["p"], direction,
+                                        ours.get("overshoot", False))})
     return rows
 
 
@@ -157,7 +165,7 @@ def render_claim(metrics: Mapping) -> str:
     rows = claim_rows(metrics)
     if not rows:
         return ""
-    counts = {v: sum(r["verdict"] == v for r in rows) for v in ("holds", "reversed", "not shown")}
+    counts = {v: sum(r["verdict"] == v for r in rows) for v in ("holds", "overshoots", "reversed", "not shown")}
     table = [[r["claim"], "prediction" if r["paper"] is None else num(r["paper"], 2 if r["unit"] == "nats" else 1,
                                                                      signed=True),
               str(r["n"] if r["n"] is not None else "–"),
@@ -168,6 +176,7 @@ def render_claim(metrics: Mapping) -> str:
             f"Each row is a paired difference on the same questions or passages with its 95% bootstrap CI; a verdict "
             f"needs p < {ALPHA} (uncorrected; position-bias rows have a CI only). The paper's values come from its "
             f"21M-passage Wikipedia and BERT-base: compare directions, not sizes. Here: {counts['holds']} hold, "
-            f"{counts['reversed']} reversed, {counts['not shown']} not shown.\n\n"
+            + (f"{counts['overshoots']} overshoot, " if counts["overshoots"] else "")
+            + f"{counts['reversed']} reversed, {counts['not shown']} not shown.\n\n"
             + md_table(["the paper's claim", "paper", "n", "here [95% CI]", "p", "verdict"], table,
                        ["l", "r", "r", "r", "r", "l"]))
