@@ -211,6 +211,7 @@ def test_smoke_dag_end_to_end(tmp_path):
             r["positive_ctxs"][0]["passage_id"] for r in uncon_set], kind
         assert all(r["answers"] == [] and r["generator"] == kind for r in built), kind
         assert 0 <= pseudo["sweep"][f"{kind}_m8"]["positive_bm25_top1"] <= 1
+        assert 0 < pseudo["sweep"][f"{kind}_m8"]["positives_in_index"] <= pseudo["sweep"][f"{kind}_m8"]["queries"]
         assert table["accuracy"][f"dpr_{kind}"]["nq"]["all"]["seeds"] == 2, kind
         assert table["accuracy"][f"dpr_{kind}_pre"]["nq"]["all"]["n"] == 40, kind
     assert "dpr_mixed_minus_dpr_etm" in table["paired"] and "dpr_uncon_minus_dpr_rsm" in table["paired"]

@@ -274,14 +274,16 @@ def test_related_system_sections_render_codes_and_pseudo_sets(metrics):
         "etm": {"passages": 6, "repeated_passage": 1, "short_queries": 0, "mean_words": 9.5,
                 "negatives_same_title_skipped": 3, "negatives_fewer_hard_negatives": 0},
         "rsm": {"passages": 6, "repeated_passage": 1, "short_queries": 2, "mean_words": 7.25},
-        "sweep": {"uncon": {"positive_bm25_top1": 0.25}, "etm_m8": {"positive_bm25_top1": 0.9, "mean_words": 9.5}}}))
+        "sweep": {"uncon": {"positive_bm25_top1": 0.25},
+                  "etm_m8": {"positive_bm25_top1": 0.9, "mean_words": 9.5, "positives_in_index": 1200,
+                             "queries": 5000}}}))
     text = report.render_results(metrics)
     codes = text.split("#### Poly-DPR's codes")[1].split("####")[0]
     assert "Poly-DPR (ours)" in codes and "pooled 0.970" in codes
     assert "| 1 | 2.900 | 60.0 | 1 |" in codes and "| mean | 3.000 | 50.0 | – |" in codes
     sets = text.split("#### Generator-free pre-training sets (ETM / RSM)")[1].split("####")[0]
     assert "| ETM | 7 | 6 | 1 | 0 | 9.5 | 3 | 0 |" in sets and "| RSM | 7 | 6 | 1 | 2 | 7.2 | – | – |" in sets
-    assert "| etm_m8 | 90.0 | 9.5 |" in sets and "| uncon | 25.0 | – |" in sets
+    assert "| etm_m8 | 90.0 | 1,200 of 5,000 | 9.5 |" in sets and "| uncon | 25.0 | – | – |" in sets
 
 
 def test_the_two_by_two_is_answered_with_p_values(metrics):

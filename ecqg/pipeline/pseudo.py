@@ -4,8 +4,9 @@ Both are built over the UnCon set's passages, entry for entry (a passage UnCon u
 so ETM-DPR and RSM-DPR pre-train on the same passages and the same number of examples as UnCon-DPR and Mixed-DPR:
 only how the query is made differs. Hard negatives follow the synthetic sets' rule (one BM25 negative per query)
 with the same-title guard of :mod:`ecqg.pseudo_queries`. The stage also measures what ``pseudo.m`` does: for each m
-of ``pseudo.m_sweep``, how often BM25 ranks a pseudo-query's own passage first, beside the same figure for UnCon's
-generated questions (how lexically easy each kind of query is).
+of ``pseudo.m_sweep``, how often BM25 ranks a pseudo-query's own passage first (among the queries whose passage is in
+the searched corpus), beside the same figure for UnCon's generated questions (how lexically easy each kind of query
+is).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Mapping
 
 from ecqg import paths, pseudo_queries
 from ecqg.data.dpr import read_dpr_retriever_json, write_dpr_retriever_json
+from ecqg.data.records import read_corpus
 from ecqg.errors import DataFormatError
 from ecqg.io import empty_directory
 from ecqg.pipeline.common import passages_by_id
@@ -46,9 +48,14 @@ def sentence_texts(passages: Mapping[str, Mapping], ids: list[str]) -> dict[str,
             for pid, analysis in zip(distinct, analyses)}
 
 
-def _top1_share(run: Mapping, positives: Mapping[str, str]) -> float:
-    return round(sum(bool(run[q]) and run[q][0][0] == pid for q, pid in positives.items()) / max(len(positives), 1),
-                 4)
+def _lexical_ease(run: Mapping, positives: Mapping[str, str], indexed: set[str]) -> dict:
+    """How often BM25 ranks a query's own passage first, over the queries whose passage the index holds (the
+    study draws synthetic passages from the whole bundle, most of them outside the searched corpus: a share over
+    all queries would measure the corpus, not the queries); ``positives_in_index`` says how many that is."""
+    held = {q: pid for q, pid in positives.items() if pid in indexed}
+    top1 = sum(bool(run[q]) and run[q][0][0] == pid for q, pid in held.items())
+    return {"positive_bm25_top1": round(top1 / max(len(held), 1), 4), "positives_in_index": len(held),
+            "queries": len(positives)}
 
 
 def build_sets(params: Mapping, progress: bool = True) -> tuple[dict[str, list[dict]], dict]:
@@ -61,6 +68,7 @@ def build_sets(params: Mapping, progress: bool = True) -> tuple[dict[str, list[d
     weights = pseudo_queries.TermWeights([p["text"] for p in passages.values()])
     sentences = sentence_texts(passages, pool)
     searcher = BM25Searcher(paths.BM25_INDEX, k1=params["bm25"]["k1"], b=params["bm25"]["b"])
+    indexed = {p["id"] for p in read_corpus(paths.CORPUS)}       # what the BM25 index holds
     threads = params["bm25"]["threads"]
 
     def search(records: list[dict]) -> dict:
@@ -69,14 +77,14 @@ def build_sets(params: Mapping, progress: bool = True) -> tuple[dict[str, list[d
 
     uncon = [{"id": f"uncon-{i}", "question": q, "passage_id": pid}
              for i, (q, pid) in enumerate(zip(uncon_questions, pool))]
-    uncon_ease = {"positive_bm25_top1": _top1_share(search(uncon), {r["id"]: r["passage_id"] for r in uncon}),
+    uncon_ease = {**_lexical_ease(search(uncon), {r["id"]: r["passage_id"] for r in uncon}, indexed),
                   "mean_words": round(sum(len(q.split()) for q in uncon_questions) / max(len(uncon), 1), 2)}
     figures: dict = {"pool_set": POOL_SET, "m": settings["m"], "sweep": {"uncon": uncon_ease}}
     for m in settings["m_sweep"]:
         for kind in pseudo_queries.KINDS:
             records, counts = pseudo_queries.build(kind, pool, passages, weights, m, seed, sentences)
             figures["sweep"][f"{kind}_m{m}"] = {
-                "positive_bm25_top1": _top1_share(search(records), {r["id"]: r["passage_id"] for r in records}),
+                **_lexical_ease(search(records), {r["id"]: r["passage_id"] for r in records}, indexed),
                 "mean_words": counts["mean_words"]}
     sets = {}
     for kind in pseudo_queries.KINDS:

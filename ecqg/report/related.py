@@ -46,9 +46,12 @@ def render_pseudo_sets(stage: Mapping) -> str:
                          "same-title hits skipped", "without a negative"], rows))
     sweep = stage.get("sweep", {})
     if sweep:
-        out.append("\nBM25 ranks the query's own passage first (%), by m; UnCon's generated questions for scale:\n")
-        out.append(md_table(["queries", "BM25 top-1 %", "words / query"],
-                            [[name, _pct(node.get("positive_bm25_top1")), num(node.get("mean_words"))]
+        out.append("\nBM25 ranks the query's own passage first (%), by m, over the queries whose passage is in the "
+                   "searched corpus; UnCon's generated questions for scale:\n")
+        out.append(md_table(["queries", "BM25 top-1 %", "own passage in the corpus", "words / query"],
+                            [[name, _pct(node.get("positive_bm25_top1")),
+                              f"{node['positives_in_index']:,} of {node['queries']:,}" if "queries" in node else "–",
+                              num(node.get("mean_words"))]
                              for name, node in sweep.items()]))
     return "\n".join(out)
 
