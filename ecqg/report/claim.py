@@ -4,14 +4,16 @@ cannot tell apart from no difference.
 Why a table of its own: the claim is spread over five metrics files (Table 3, the attention comparison, the Table 1
 probe, the position-bias study, the mechanism slices); a reader asking "does it reproduce?" should not have to
 assemble it. Every row is a paired difference (A - B on the same questions or passages) with its 95% bootstrap CI
-and p-value, read from the metrics; only the paper's own values are typed here, and only to give each row its
-direction. A verdict needs p < 0.05 (uncorrected for the number of rows: read the p-values too).
+and p-value, read from the metrics; the paper's values come from the constants the project keeps them in
+(``PAPER_TABLE3``, ``encoder_comparison.PAPER``, stage 01's ``paper`` entry), only to give each row its direction. A verdict needs p < 0.05 (uncorrected for the number of rows: read the p-values too).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from ecqg.encoder_comparison import PAPER
+from ecqg.pipeline.results import PAPER_TABLE3
 from ecqg.report.format import md_table, num, pval
 
 ALPHA = 0.05
@@ -97,30 +99,41 @@ def _entity_split(pair: str, split: str, k: int) -> Getter:
     return get
 
 
-# (what the paper says, the paper's value with its sign (None: a prediction, direction +), where ours is read).
-CLAIMS: tuple[tuple[str, float | None, str, Getter], ...] = (
-    ("Table 3, NQ Top-1: UnCon-DPR - DPR > 0", 1.5, "points", _table3("dpr_uncon_minus_dpr_baseline", 1)),
-    ("Table 3, NQ Top-1: Mixed-DPR - UnCon-DPR > 0", 0.1, "points", _table3("dpr_mixed_minus_dpr_uncon", 1)),
-    ("Table 3, NQ Top-1: Mixed-DPR - DPR > 0", 1.6, "points", _table3("dpr_mixed_minus_dpr_baseline", 1)),
-    ("Table 3, NQ Top-5: UnCon-DPR - DPR > 0", 1.3, "points", _table3("dpr_uncon_minus_dpr_baseline", 5)),
-    ("Table 3, NQ Top-5: Mixed-DPR - UnCon-DPR > 0", 0.6, "points", _table3("dpr_mixed_minus_dpr_uncon", 5)),
-    ("Table 3, NQ Top-5: Mixed-DPR - DPR > 0", 1.9, "points", _table3("dpr_mixed_minus_dpr_baseline", 5)),
-    ("attention entropy: Mixed-DPR - DPR > 0", 0.13, "nats",
+def _paper_table3(a: str, b: str, k: int) -> float:
+    top = PAPER_TABLE3[(PAPER_TABLE3.dataset == "nq") & (PAPER_TABLE3.subset == "all") & (PAPER_TABLE3.k == k)]
+    value = dict(zip(top.system, top.paper_accuracy))
+    return round(value[a] - value[b], 2)
+
+
+def _paper_entropy(a: str, b: str) -> float:
+    return round(PAPER["entropy"][a] - PAPER["entropy"][b], 2)
+
+
+_PROBE = PAPER["table1_probe"]["dpr_baseline"]
+# (what the paper says, the paper's value with its sign (None: a prediction, direction +; a str: the key of stage 01's
+# ``paper`` entry, a share), where ours is read).
+CLAIMS: tuple[tuple[str, float | str | None, str, Getter], ...] = (
+    *((f"Table 3, NQ Top-{k}: {name} > 0", _paper_table3(a, b, k), "points", _table3(f"{a}_minus_{b}", k))
+      for k in (1, 5)
+      for a, b, name in (("dpr_uncon", "dpr_baseline", "UnCon-DPR - DPR"),
+                         ("dpr_mixed", "dpr_uncon", "Mixed-DPR - UnCon-DPR"),
+                         ("dpr_mixed", "dpr_baseline", "Mixed-DPR - DPR"))),
+    ("attention entropy: Mixed-DPR - DPR > 0", _paper_entropy("dpr_mixed", "dpr_baseline"), "nats",
      _attention("dpr_mixed_minus_dpr_baseline", "entropy", 3)),
-    ("attention entropy: UnCon-DPR - DPR < 0", -0.17, "nats",
+    ("attention entropy: UnCon-DPR - DPR < 0", _paper_entropy("dpr_uncon", "dpr_baseline"), "nats",
      _attention("dpr_uncon_minus_dpr_baseline", "entropy", 3)),
-    ("attention entropy: Mixed-DPR - UnCon-DPR > 0", 0.30, "nats",
+    ("attention entropy: Mixed-DPR - UnCon-DPR > 0", _paper_entropy("dpr_mixed", "dpr_uncon"), "nats",
      _attention("dpr_mixed_minus_dpr_uncon", "entropy", 3)),
-    ("later-sentence share: Mixed-DPR - DPR > 0", 1.8, "points",
-     _attention("dpr_mixed_minus_dpr_baseline", "later_sentence_share", 2)),
-    ("later-sentence share: Mixed-DPR - UnCon-DPR > 0", 1.1, "points",
-     _attention("dpr_mixed_minus_dpr_uncon", "later_sentence_share", 2)),
-    ("Table 1 probe, DPR: highest- minus lowest-attended entity's questions > 0", 1.6, "score",
-     _probe("dpr_baseline")),
-    ("position bias, DPR: highest-attended entity in the first half, % of passages - 50 > 0", 15.0, "points",
-     _position_bias("dpr_baseline", "highest_first_half")),
-    ("position bias, DPR: lowest-attended entity in the second half, % of passages - 50 > 0", 10.0, "points",
-     _position_bias("dpr_baseline", "lowest_second_half")),
+    ("later-sentence share: Mixed-DPR - DPR > 0", PAPER["later_sentence_share_diff"]["dpr_mixed_minus_dpr_baseline"],
+     "points", _attention("dpr_mixed_minus_dpr_baseline", "later_sentence_share", 2)),
+    ("later-sentence share: Mixed-DPR - UnCon-DPR > 0", PAPER["later_sentence_share_diff"]["dpr_mixed_minus_dpr_uncon"],
+     "points", _attention("dpr_mixed_minus_dpr_uncon", "later_sentence_share", 2)),
+    ("Table 1 probe, DPR: highest- minus lowest-attended entity's questions > 0",
+     round(_PROBE["highest"] - _PROBE["lowest"], 2), "score", _probe("dpr_baseline")),
+    ("position bias, DPR: highest-attended entity in the first half, % of passages - 50 > 0", "highest_first_half",
+     "points", _position_bias("dpr_baseline", "highest_first_half")),
+    ("position bias, DPR: lowest-attended entity in the second half, % of passages - 50 > 0", "lowest_second_half",
+     "points", _position_bias("dpr_baseline", "lowest_second_half")),
     ("mechanism: moved-sentence gap (front - end score), Mixed-DPR - DPR, toward 0", None, "score",
      _moved_sentence("dpr_mixed", "dpr_baseline")),
     ("mechanism: Mixed-DPR - DPR, Top-5 on the least-attended answer entity's questions > 0", None, "points",
@@ -154,6 +167,9 @@ def claim_rows(metrics: Mapping) -> list[dict]:
         ours = get(metrics)
         if ours is None:
             continue
+        if isinstance(paper, str):                     # stage 01's share, as points above the 50% of no bias
+            share = ((metrics.get("bias") or {}).get("paper") or {}).get(paper)
+            paper = None if share is None else round(100 * share - 50, 1)
         direction = ours.get("direction", -1.0 if paper is not None and paper < 0 else 1.0)
         rows.append({"claim": claim + ours.get("detail", ""), "paper": paper, "unit": unit, **ours,
                      "verdict": verdict(ours["diff"], ours["low"], ours["high"], ours["p"], direction,
