@@ -5,7 +5,8 @@ Why a table of its own: the claim is spread over five metrics files (Table 3, th
 probe, the position-bias study, the mechanism slices); a reader asking "does it reproduce?" should not have to
 assemble it. Every row is a paired difference (A - B on the same questions or passages) with its 95% bootstrap CI
 and p-value, read from the metrics; the paper's values come from the constants the project keeps them in
-(``PAPER_TABLE3``, ``encoder_comparison.PAPER``, stage 01's ``paper`` entry), only to give each row its direction. A verdict needs p < 0.05 (uncorrected for the number of rows: read the p-values too).
+(``PAPER_TABLE3``, ``encoder_comparison.PAPER``, ``attention_bias.PAPER_POSITION_BIAS``), only to give each row its
+direction. A verdict needs p < 0.05 (uncorrected for the number of rows: read the p-values too).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from ecqg.encoder_comparison import PAPER
+from ecqg.pipeline.attention_bias import PAPER_POSITION_BIAS
 from ecqg.pipeline.results import PAPER_TABLE3
 from ecqg.report.format import md_table, num, pval
 
@@ -109,10 +111,14 @@ def _paper_entropy(a: str, b: str) -> float:
     return round(PAPER["entropy"][a] - PAPER["entropy"][b], 2)
 
 
+def _paper_share_over_half(key: str) -> float:
+    """The paper's position-bias share as points above the 50% of no bias."""
+    return round(100 * PAPER_POSITION_BIAS[key] - 50, 1)
+
+
 _PROBE = PAPER["table1_probe"]["dpr_baseline"]
-# (what the paper says, the paper's value with its sign (None: a prediction, direction +; a str: the key of stage 01's
-# ``paper`` entry, a share), where ours is read).
-CLAIMS: tuple[tuple[str, float | str | None, str, Getter], ...] = (
+# (what the paper says, the paper's value with its sign (None: a prediction, direction +), where ours is read).
+CLAIMS: tuple[tuple[str, float | None, str, Getter], ...] = (
     *((f"Table 3, NQ Top-{k}: {name} > 0", _paper_table3(a, b, k), "points", _table3(f"{a}_minus_{b}", k))
       for k in (1, 5)
       for a, b, name in (("dpr_uncon", "dpr_baseline", "UnCon-DPR - DPR"),
@@ -130,10 +136,10 @@ CLAIMS: tuple[tuple[str, float | str | None, str, Getter], ...] = (
      "points", _attention("dpr_mixed_minus_dpr_uncon", "later_sentence_share", 2)),
     ("Table 1 probe, DPR: highest- minus lowest-attended entity's questions > 0",
      round(_PROBE["highest"] - _PROBE["lowest"], 2), "score", _probe("dpr_baseline")),
-    ("position bias, DPR: highest-attended entity in the first half, % of passages - 50 > 0", "highest_first_half",
-     "points", _position_bias("dpr_baseline", "highest_first_half")),
-    ("position bias, DPR: lowest-attended entity in the second half, % of passages - 50 > 0", "lowest_second_half",
-     "points", _position_bias("dpr_baseline", "lowest_second_half")),
+    ("position bias, DPR: highest-attended entity in the first half, % of passages - 50 > 0",
+     _paper_share_over_half("highest_first_half"), "points", _position_bias("dpr_baseline", "highest_first_half")),
+    ("position bias, DPR: lowest-attended entity in the second half, % of passages - 50 > 0",
+     _paper_share_over_half("lowest_second_half"), "points", _position_bias("dpr_baseline", "lowest_second_half")),
     ("mechanism: moved-sentence gap (front - end score), Mixed-DPR - DPR, toward 0", None, "score",
      _moved_sentence("dpr_mixed", "dpr_baseline")),
     ("mechanism: Mixed-DPR - DPR, Top-5 on the least-attended answer entity's questions > 0", None, "points",
@@ -167,9 +173,6 @@ def claim_rows(metrics: Mapping) -> list[dict]:
         ours = get(metrics)
         if ours is None:
             continue
-        if isinstance(paper, str):                     # stage 01's share, as points above the 50% of no bias
-            share = ((metrics.get("bias") or {}).get("paper") or {}).get(paper)
-            paper = None if share is None else round(100 * share - 50, 1)
         direction = ours.get("direction", -1.0 if paper is not None and paper < 0 else 1.0)
         rows.append({"claim": claim + ours.get("detail", ""), "paper": paper, "unit": unit, **ours,
                      "verdict": verdict(ours["diff"], ours["low"], ours["high"], ours["p"], direction,
