@@ -1,6 +1,7 @@
 """Question generation: entity selection, source/target format, generation with a tiny random BERT2BERT, metrics."""
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -289,3 +290,39 @@ def test_heldout_split_keeps_passages_apart():
     assert len(held) == 9 and len(train) == 21
     assert not {t["passage_id"] for t in train} & {t["passage_id"] for t in held}
     assert qg.split_heldout(triples, 7, seed=0) == (train, held)
+
+
+# ------------------------------------------------------------------------------------------------ stage 02, cut runs
+def test_a_finished_generator_survives_the_removal_of_the_stage_outputs(tmp_path, monkeypatch):
+    """DVC deletes stage 02's outputs before rerunning a cut run: a generator the cut run had finished must come back
+    from the checkpoint folder as it was, without a training step, until the stage has written everything."""
+    import shutil
+
+    import torch
+
+    from ecqg import config, paths
+    from ecqg.pipeline import question_generation
+
+    params = config.load(config.write_profile("smoke", tmp_path / "params.yaml", Path("params").resolve()))
+    params["qg"]["train"].update(max_steps=3, checkpoint_every=2, batch_size=2)
+    monkeypatch.chdir(tmp_path)
+    train = [_triple(0, "Who won Super Bowl 50?", "sb", "Denver Broncos"),
+             _triple(1, "Where is Normandy?", "no", "France"),
+             _triple(2, "Who defeated the Carolina Panthers?", "sb", "Denver Broncos")]
+    model, _, first = question_generation.train_generator("uncon", train, [None] * 3, PASSAGES, params, progress=False)
+    assert first["steps"] == 3 and first["resumed_from"] is None
+    run = next(paths.QG_CHECKPOINTS.glob("uncon/*"))
+    assert sorted(p.name for p in run.iterdir()) == [question_generation.FINISHED]   # optimizer states dropped
+
+    shutil.rmtree(paths.QG)                                                          # what `dvc repro` does first
+    monkeypatch.setattr(qg, "train_generator", lambda *a, **k: pytest.fail("a finished generator was retrained"))
+    again, _, second = question_generation.train_generator("uncon", train, [None] * 3, PASSAGES, params,
+                                                           progress=False)
+    assert second["resumed_from"] == str(run / question_generation.FINISHED)
+    assert {k: v for k, v in second.items() if k != "resumed_from"} == {k: v for k, v in first.items()
+                                                                        if k != "resumed_from"}
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+    assert (paths.generator_dir("uncon") / "config.json").is_file()
+
+    question_generation.drop_checkpoints()                                           # the stage's last step
+    assert paths.QG_CHECKPOINTS.is_dir() and not any(paths.QG_CHECKPOINTS.iterdir())

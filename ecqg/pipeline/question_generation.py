@@ -8,14 +8,21 @@ highest-attended entities per studied passage.
 
 from __future__ import annotations
 
+import logging
 import random
 from typing import Any, Mapping
 
 from ecqg import paths
 from ecqg.data.dpr import read_dpr_retriever_json
-from ecqg.io import empty_directory, read_jsonl
+from ecqg.io import complete_checkpoints, empty_directory, read_json, read_jsonl, remove_directory, write_json
 from ecqg.paths import GENERATORS  # noqa: F401  (notebook 02 loops over question_generation.GENERATORS)
 from ecqg.pipeline.common import fingerprint, fingerprint_int, pool_passages, subset, test_gold_ids
+
+log = logging.getLogger(__name__)
+
+FINISHED = "finished"                  # <checkpoint run>/finished/: the trained generator, until the stage ends
+FINISHED_FIGURES = "training.json"     # ... and its training figures, written last
+
 
 def gold_triples(params: Mapping) -> tuple[list[dict], dict[str, dict], dict]:
     """Gold (question, passage, answer) triples, their passages ``id -> {title, text}``, and unusable-input counts.
@@ -80,13 +87,28 @@ def placeholder(generator: str, params: Mapping) -> str | None:
 
 def train_generator(generator: str, train: list, train_entities: list, passages: Mapping, params: Mapping,
                     progress: bool = True) -> tuple[Any, Any, dict]:
-    """Build and train one generator (resuming an interrupted run of the same settings); save it to
-    ``outputs/qg/models/<generator>`` and drop its checkpoints (gigabytes; only an interrupted run needs them).
-    With ``qg.con_init: uncon`` the conditioned generator starts from the saved unconditioned one (train ``uncon``
-    first). Returns model, tokenizer and the training figures."""
+    """Build and train one generator, or take the one a cut run of the same settings already finished; save it to
+    ``outputs/qg/models/<generator>``. With ``qg.con_init: uncon`` the conditioned generator starts from the saved
+    unconditioned one (train ``uncon`` first). Returns model, tokenizer and the training figures.
+
+    Why the finished generator is kept in the checkpoint folder (``<run>/finished/``, with its figures) and not only in
+    ``outputs/qg``: DVC deletes a stage's outputs before it reruns one, so a run cut after training (during the other
+    generator or the sampling) would otherwise train this generator again from step 0 (~15 min each in the study
+    profile). The checkpoint folder persists; :func:`drop_checkpoints` empties it when the stage has written
+    everything."""
     from ecqg import qg as qgm
 
     settings = params["qg"]
+    run_dir = paths.QG_CHECKPOINTS / generator / fingerprint(settings, params["seed"], [t["id"] for t in train])
+    finished = run_dir / FINISHED
+    if (finished / FINISHED_FIGURES).is_file():
+        log.info("%s generator: taking the one an interrupted run finished, %s", generator, finished)
+        model, tokenizer = qgm.load_generator(finished)
+        figures = {**read_json(finished / FINISHED_FIGURES, dict, "finished generator figures"),
+                   "resumed_from": str(finished)}
+        qgm.save_generator(model, tokenizer, paths.generator_dir(generator))
+        return model, tokenizer, figures
+
     marking = settings["entity_marking"] if generator == "con" else None
     token = placeholder(generator, params)
     examples, counts = qgm.build_examples(train, passages, generator, marking=marking or qgm.DEFAULT_MARKING,
@@ -102,14 +124,22 @@ def train_generator(generator: str, train: list, train_entities: list, passages:
                                            seed=params["seed"])
     if settings["dropout"] is not None:
         qgm.set_dropout(model, settings["dropout"])
-    run_dir = paths.QG_CHECKPOINTS / generator / fingerprint(settings, params["seed"], [t["id"] for t in train])
     result = qgm.train_generator(model, tokenizer, examples, run_dir, settings["train"], seed=params["seed"],
                                  source_max_length=settings["source_max_length"],
                                  target_max_length=settings["target_max_length"], progress=progress)
+    figures = {**result, "examples": len(examples), "example_counts": dict(counts),
+               "initialised_from": "uncon" if start != settings["model"] else settings["model"]}
+    qgm.save_generator(model, tokenizer, finished)
+    write_json(finished / FINISHED_FIGURES, figures)  # last: its presence marks the finished generator complete
+    for checkpoint in complete_checkpoints(run_dir, "trainer_state.json"):
+        remove_directory(checkpoint)                  # the optimizer states (gigabytes); the generator is saved
     qgm.save_generator(model, tokenizer, paths.generator_dir(generator))
-    empty_directory(paths.QG_CHECKPOINTS / generator)
-    return model, tokenizer, {**result, "examples": len(examples), "example_counts": dict(counts),
-                              "initialised_from": "uncon" if start != settings["model"] else settings["model"]}
+    return model, tokenizer, figures
+
+
+def drop_checkpoints() -> None:
+    """Empty the generators' checkpoint folder: called at the end of stage 02, once every output is written."""
+    empty_directory(paths.QG_CHECKPOINTS)
 
 
 def generate(model, tokenizer, generator: str, inputs: list[dict], params: Mapping, seed_tag: str,
