@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 import random
+from pathlib import Path
 from typing import Any, Mapping
 
 from ecqg import paths
 from ecqg.data.dpr import read_dpr_retriever_json
-from ecqg.io import complete_checkpoints, empty_directory, read_json, read_jsonl, remove_directory, write_json
+from ecqg.io import empty_directory, read_json, read_jsonl, remove_directory, write_json
 from ecqg.paths import GENERATORS  # noqa: F401  (notebook 02 loops over question_generation.GENERATORS)
 from ecqg.pipeline.common import fingerprint, fingerprint_int, pool_passages, subset, test_gold_ids
 
@@ -106,9 +107,21 @@ def train_generator(generator: str, train: list, train_entities: list, passages:
         model, tokenizer = qgm.load_generator(finished)
         figures = {**read_json(finished / FINISHED_FIGURES, dict, "finished generator figures"),
                    "resumed_from": str(finished)}
-        qgm.save_generator(model, tokenizer, paths.generator_dir(generator))
-        return model, tokenizer, figures
+    else:
+        model, tokenizer, figures = _train_and_keep(generator, train, train_entities, passages, params, run_dir,
+                                                    progress)
+    qgm.save_generator(model, tokenizer, paths.generator_dir(generator))
+    return model, tokenizer, figures
 
+
+def _train_and_keep(generator: str, train: list, train_entities: list, passages: Mapping, params: Mapping,
+                    run_dir: Path, progress: bool) -> tuple[Any, Any, dict]:
+    """Train one generator (resuming from ``run_dir``'s last checkpoint), keep it in ``run_dir/finished/`` with its
+    figures, and drop the Trainer checkpoints (optimizer states, gigabytes)."""
+    from ecqg import qg as qgm
+    from ecqg.hf_training import complete_checkpoints
+
+    settings = params["qg"]
     marking = settings["entity_marking"] if generator == "con" else None
     token = placeholder(generator, params)
     examples, counts = qgm.build_examples(train, passages, generator, marking=marking or qgm.DEFAULT_MARKING,
@@ -129,11 +142,11 @@ def train_generator(generator: str, train: list, train_entities: list, passages:
                                  target_max_length=settings["target_max_length"], progress=progress)
     figures = {**result, "examples": len(examples), "example_counts": dict(counts),
                "initialised_from": "uncon" if start != settings["model"] else settings["model"]}
+    finished = run_dir / FINISHED
     qgm.save_generator(model, tokenizer, finished)
     write_json(finished / FINISHED_FIGURES, figures)  # last: its presence marks the finished generator complete
-    for checkpoint in complete_checkpoints(run_dir, "trainer_state.json"):
-        remove_directory(checkpoint)                  # the optimizer states (gigabytes); the generator is saved
-    qgm.save_generator(model, tokenizer, paths.generator_dir(generator))
+    for checkpoint in complete_checkpoints(run_dir):
+        remove_directory(checkpoint)
     return model, tokenizer, figures
 
 
