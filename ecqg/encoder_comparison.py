@@ -37,6 +37,12 @@ highest-minus-lowest gap, and the share of passages where the highest-entity que
                                     "difference": f, "difference_ci_low": f, "difference_ci_high": f,
                                     "difference_p": f, "highest_wins": f, "highest_wins_ci_low": f,
                                     "highest_wins_ci_high": f}},
+     "seeds": {"n_seeds": int, "seeds": "2022, 2023, 2024", "alpha": f,          # every training seed's models
+               "attention_paired": {"<a>_minus_<b>": {"s<seed>": {"<measure>_diff": f, ..._ci_low, _ci_high, _p, _n},
+                                                      "across": {"<measure>_mean": f, _sd, _min, _max, _same_sign,
+                                                                 _significant_same_sign}}},
+               "table1_probe": {"<encoder>": {"s<seed>": {"difference": f, ...}, "across": {"difference_mean": f,
+                                                                                           ...}}}},
      "paper": PAPER (string keys)}
 
 Encoder keys are the run-file system names (``dpr_baseline``, ``dpr_uncon``, ``dpr_mixed``); ``ENCODER_LABELS``
@@ -81,23 +87,26 @@ MEASURES = {"entropy": ("nats", 1.0), "later_sentence_share": ("%", 100.0),
 
 # ===================================================================================================== attention
 def compare_attention(models: Mapping[str, object], passages: Sequence[Mapping], batch_size: int = 32,
-                      progress: bool = False, spacy_batch_size: int = 64) -> pd.DataFrame:
+                      progress: bool = False, spacy_batch_size: int = 64,
+                      sentences: Sequence[Sequence] | None = None) -> pd.DataFrame:
     """One row per (encoder, passage): entropy, first / later sentence shares, per-piece means, text share.
 
     ``models``: encoder key -> ``BiEncoder`` loaded with ``attn_implementation="eager"``. The spaCy sentence split
     runs once for all models (it depends on the text only); ``ecqg.attention.analyze_passages`` would redo it and
     the entity scoring per model, which this comparison does not need, so its building blocks are used instead.
+    ``sentences``: the split of an earlier call on the same passages (``sentence_split``), to measure more models
+    (another training seed's) without splitting again.
     """
     # torch / transformers / spaCy are imported where used, so ecqg.report can read this module's constants cheaply.
     from ecqg.attention import _checked_passages, attention_entropy, cls_attention, sentence_shares
-    from ecqg.text import analyze
 
     if not models:
         raise ValueError("compare_attention: no models given")
     ids, titles, texts = _checked_passages(passages)
-    start = time.perf_counter()
-    sentences = [a.sentences for a in analyze(texts, batch_size=spacy_batch_size)]
-    log.info("compare_attention: spaCy sentences for %d passages in %.1f s", len(texts), time.perf_counter() - start)
+    if sentences is None:
+        sentences = sentence_split(passages, spacy_batch_size)
+    elif len(sentences) != len(texts):
+        raise ValueError(f"compare_attention: {len(sentences)} sentence splits for {len(texts)} passages")
     rows = []
     for key, model in models.items():
         for pid, pa, sents in zip(ids, cls_attention(model, titles, texts, batch_size, progress=progress), sentences):
@@ -116,6 +125,18 @@ def compare_attention(models: Mapping[str, object], passages: Sequence[Mapping],
                 "later_sentence_mean": shares.later_sentence_mean,
             })
     return pd.DataFrame(rows)
+
+
+def sentence_split(passages: Sequence[Mapping], spacy_batch_size: int = 64) -> list:
+    """spaCy's sentences of each passage's text (``ecqg.text.analyze``), as ``compare_attention`` uses them."""
+    from ecqg.attention import _checked_passages
+    from ecqg.text import analyze
+
+    _, _, texts = _checked_passages(passages)
+    start = time.perf_counter()
+    sentences = [a.sentences for a in analyze(texts, batch_size=spacy_batch_size)]
+    log.info("sentence_split: spaCy sentences for %d passages in %.1f s", len(texts), time.perf_counter() - start)
+    return sentences
 
 
 def _wide(frame: pd.DataFrame, value: str, encoders: Sequence[str]) -> pd.DataFrame:
@@ -261,14 +282,91 @@ def probe_summary(frame: pd.DataFrame, n_boot: int = 2000, seed: int = 0, confid
     return pd.DataFrame(rows)
 
 
+# ============================================================================================= training seeds
+SEED_MEASURES = ("entropy", "later_sentence_share")     # the attention measures compared seed by seed
+
+
+def seed_rows(attention_by_seed: Mapping[int, pd.DataFrame],
+              probe_by_seed: Mapping[int, pd.DataFrame] | None = None) -> pd.DataFrame:
+    """What each training seed's models show, one tidy frame: the paired attention differences (the "paired" rows of
+    ``attention_summary``, ``SEED_MEASURES`` only) and the Table 1 probe gaps (``probe_summary``).
+
+    Why: a CI over passages says how sure one seed's models are, not how far another fine-tuning seed would move
+    them; the claims compare models, so each seed's comparison is kept and ``across_seeds`` sets them side by side.
+    Columns: ``kind`` ("attention" | "probe"), ``name`` (``<a>_minus_<b>`` or the encoder), ``measure`` (the
+    attention measure, "difference" for the probe gap), ``seed``, ``n``, ``value``, ``ci_low``, ``ci_high``,
+    ``p_value``.
+    """
+    rows = []
+    for seed, summary in attention_by_seed.items():
+        paired = summary[(summary.kind == "paired") & summary.measure.isin(SEED_MEASURES)]
+        for r in paired.itertuples():
+            rows.append({"kind": "attention", "name": f"{r.encoder}_minus_{r.reference}", "measure": r.measure,
+                         "seed": int(seed), "n": int(r.n), "value": r.value, "ci_low": r.ci_low,
+                         "ci_high": r.ci_high, "p_value": r.p_value})
+    for seed, probe in (probe_by_seed or {}).items():
+        for r in probe.itertuples():
+            rows.append({"kind": "probe", "name": r.encoder, "measure": "difference", "seed": int(seed),
+                         "n": int(r.n_passages), "value": r.difference, "ci_low": r.difference_ci_low,
+                         "ci_high": r.difference_ci_high, "p_value": r.difference_p})
+    return pd.DataFrame(rows, columns=["kind", "name", "measure", "seed", "n", "value", "ci_low", "ci_high",
+                                       "p_value"])
+
+
+def across_seeds(rows: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """Per (kind, name, measure) of ``seed_rows``: the seeds' mean, sd (n - 1; NaN for one seed), min and max of the
+    per-seed values, how many seeds have the sign of the mean (``same_sign``) and how many of those are also
+    significant at ``alpha`` within their seed (``significant_same_sign``). "3 of 3, each p < .05" is the
+    statement a single seed's p-value cannot make."""
+    out = []
+    for (kind, name, measure), group in rows.groupby(["kind", "name", "measure"], sort=False):
+        values = group.value.to_numpy(dtype=float)
+        mean = float(values.mean())
+        sign = np.sign(values) == np.sign(mean)
+        out.append({"kind": kind, "name": name, "measure": measure, "seeds": len(values), "mean": mean,
+                    "sd": float(values.std(ddof=1)) if len(values) > 1 else float("nan"),
+                    "min": float(values.min()), "max": float(values.max()), "same_sign": int(sign.sum()),
+                    "significant_same_sign": int((sign & (group.p_value.to_numpy(dtype=float) < alpha)).sum())})
+    return pd.DataFrame(out, columns=["kind", "name", "measure", "seeds", "mean", "sd", "min", "max", "same_sign",
+                                      "significant_same_sign"])
+
+
+def seeds_tree(rows: pd.DataFrame, alpha: float = 0.05) -> dict:
+    """The ``seeds`` node of ``encoder_comparison.json``: per comparison, one node per seed (``s<seed>``, the same
+    keys as the first seed's node, so ``ecqg.report.agreement`` reads them) and ``across`` (``across_seeds``)."""
+    seeds = sorted({int(s) for s in rows.seed})
+    tree: dict = {"n_seeds": len(seeds), "seeds": ", ".join(map(str, seeds)), "alpha": alpha,
+                  "attention_paired": {}, "table1_probe": {}}
+    for r in rows.itertuples():
+        if r.kind == "attention":
+            node = tree["attention_paired"].setdefault(r.name, {}).setdefault(f"s{r.seed}", {})
+            key = r.measure
+            node[f"{key}_diff"] = _r(r.value)
+        else:
+            node = tree["table1_probe"].setdefault(r.name, {}).setdefault(f"s{r.seed}", {})
+            key = "difference"
+            node[key] = _r(r.value)
+        node[f"{key}_ci_low"], node[f"{key}_ci_high"] = _r(r.ci_low), _r(r.ci_high)
+        node[f"{key}_p"], node[f"{key}_n"] = _r(r.p_value), int(r.n)
+    for r in across_seeds(rows, alpha).itertuples():
+        branch = tree["attention_paired" if r.kind == "attention" else "table1_probe"]
+        node = branch[r.name].setdefault("across", {})
+        for stat in ("mean", "sd", "min", "max"):
+            node[f"{r.measure}_{stat}"] = _r(getattr(r, stat))
+        node[f"{r.measure}_same_sign"] = int(r.same_sign)
+        node[f"{r.measure}_significant_same_sign"] = int(r.significant_same_sign)
+    return tree
+
+
 # ===================================================================================================== metrics
 def _r(x, digits: int = 6):
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), digits)
 
 
 def metrics_tree(summary: pd.DataFrame | None = None, probe: pd.DataFrame | None = None,
-                 setting: Mapping | None = None) -> dict:
-    """The ``encoder_comparison.json`` layout (module docstring) from the two summary tables (either may be None)."""
+                 setting: Mapping | None = None, seeds: pd.DataFrame | None = None) -> dict:
+    """The ``encoder_comparison.json`` layout (module docstring) from the two summary tables (either may be None)
+    and, where given, ``seed_rows`` of every training seed (the ``seeds`` node, ``seeds_tree``)."""
     tree: dict = {"setting": dict(setting or {}), "attention": {"encoders": {}, "paired": {}}, "table1_probe": {}}
     if summary is not None:
         for r in summary.itertuples():
@@ -286,9 +384,12 @@ def metrics_tree(summary: pd.DataFrame | None = None, probe: pd.DataFrame | None
             tree["table1_probe"][r["encoder"]] = {
                 k: (int(v) if k.startswith("n_") else _r(v)) for k, v in r.items()
                 if k != "encoder" and not k.startswith("paper_")}
+    if seeds is not None and len(seeds):
+        tree["seeds"] = seeds_tree(seeds)
     tree["paper"] = PAPER
     return tree
 
 
-def write_metrics(summary: pd.DataFrame | None, probe: pd.DataFrame | None, setting: Mapping, path: Path) -> Path:
-    return write_json(path, metrics_tree(summary, probe, setting))
+def write_metrics(summary: pd.DataFrame | None, probe: pd.DataFrame | None, setting: Mapping, path: Path,
+                  seeds: pd.DataFrame | None = None) -> Path:
+    return write_json(path, metrics_tree(summary, probe, setting, seeds))

@@ -175,3 +175,86 @@ def test_metrics_tree_and_plots(tmp_path):
                 plots.plot_sentence_shares(summary, labels), plots.plot_probe_scores(probe, labels)):
         assert fig.axes
         matplotlib.pyplot.close(fig)
+
+
+def _paired_summary(later: float, later_p: float, entropy: float) -> pd.DataFrame:
+    """An attention_summary-shaped frame with one paired comparison (and a per-piece measure seeds ignore)."""
+    row = dict(kind="paired", unit="points", encoder="dpr_mixed", reference="dpr_baseline", n=50, paper=None)
+    return pd.DataFrame([
+        {**row, "measure": "later_sentence_share", "value": later, "ci_low": later - 1, "ci_high": later + 1,
+         "p_value": later_p},
+        {**row, "measure": "entropy", "unit": "nats", "value": entropy, "ci_low": entropy - 0.01,
+         "ci_high": entropy + 0.01, "p_value": 0.5},
+        {**row, "measure": "first_sentence_mean", "value": 9.0, "ci_low": 8.0, "ci_high": 10.0, "p_value": 0.1},
+        {**row, "kind": "encoder", "measure": "entropy", "value": 4.0, "reference": None, "p_value": float("nan")}])
+
+
+def _probe_summary(gap: float, p: float) -> pd.DataFrame:
+    return pd.DataFrame([{"encoder": "dpr_baseline", "n_passages": 30, "difference": gap,
+                          "difference_ci_low": gap - 0.5, "difference_ci_high": gap + 0.5, "difference_p": p}])
+
+
+def test_seed_rows_and_across_seeds_count_the_seeds_that_agree():
+    rows = ec.seed_rows({2022: _paired_summary(2.0, 0.001, 0.02), 2023: _paired_summary(3.0, 0.2, -0.01),
+                         2024: _paired_summary(-1.0, 0.01, 0.03)},
+                        {2022: _probe_summary(1.0, 0.001), 2023: _probe_summary(2.0, 0.001),
+                         2024: _probe_summary(0.5, 0.3)})
+    assert len(rows) == 3 * 2 + 3             # two attention measures per seed (not the per-piece one), one gap
+    assert set(rows.name) == {"dpr_mixed_minus_dpr_baseline", "dpr_baseline"}
+    across = ec.across_seeds(rows).set_index(["kind", "measure"])
+    later = across.loc[("attention", "later_sentence_share")]
+    assert later["seeds"] == 3 and later["mean"] == pytest.approx(4 / 3)
+    assert later["sd"] == pytest.approx(np.std([2.0, 3.0, -1.0], ddof=1))
+    assert (later["min"], later["max"]) == (-1.0, 3.0)
+    # two seeds share the mean's sign; of those only 2022 is significant (2023's p is 0.2; 2024 has the other sign)
+    assert later["same_sign"] == 2 and later["significant_same_sign"] == 1
+    gap = across.loc[("probe", "difference")]
+    assert gap["same_sign"] == 3 and gap["significant_same_sign"] == 2
+    one = ec.across_seeds(ec.seed_rows({2022: _paired_summary(2.0, 0.001, 0.02)}))
+    assert one.seeds.eq(1).all() and one.sd.isna().all()
+
+
+def test_seeds_node_of_the_metrics_reads_like_the_first_seeds(tmp_path):
+    import json
+
+    from ecqg.report import agreement
+    from ecqg.report.sections import render_encoder_comparison
+
+    rows = ec.seed_rows({2022: _paired_summary(2.0, 0.001, 0.02), 2023: _paired_summary(3.0, 0.2, -0.01)},
+                        {2022: _probe_summary(1.0, 0.001), 2023: _probe_summary(-2.0, 0.001)})
+    path = ec.write_metrics(None, None, {"passages": 50}, tmp_path / "encoder_comparison.json", seeds=rows)
+    seeds = json.loads(path.read_text())["seeds"]
+    assert (seeds["n_seeds"], seeds["seeds"]) == (2, "2022, 2023")
+    node = seeds["attention_paired"]["dpr_mixed_minus_dpr_baseline"]
+    assert node["s2023"]["later_sentence_share_diff"] == 3.0 and node["s2023"]["later_sentence_share_p"] == 0.2
+    assert node["across"]["later_sentence_share_mean"] == 2.5 and node["across"]["entropy_same_sign"] == 1
+    probe = seeds["table1_probe"]["dpr_baseline"]
+    assert probe["s2022"]["difference_n"] == 30 and probe["across"]["difference_significant_same_sign"] == 1
+    # every seed's paired test is one that `python -m ecqg.report.agreement` compares between two runs
+    tests = agreement._tests(dict(agreement.flatten(json.loads(path.read_text()))))
+    assert tests["seeds/attention_paired/dpr_mixed_minus_dpr_baseline/s2023/later_sentence_share"] == (0.2, 3.0)
+    assert tests["seeds/table1_probe/dpr_baseline/s2022/difference"] == (0.001, 1.0)
+    text = render_encoder_comparison(json.loads(path.read_text()))
+    assert "| Mixed-DPR - DPR | later-sentence share (points) | 2022: +2.00 (p 0.001); 2023: +3.00 (p 0.200) " \
+           "| +2.50 ± 0.71 | 2 / 2 | 1 / 2 |" in text
+    assert "| DPR, Table 1 probe | probe gap | 2022: +1.00 (p 0.001); 2023: -2.00 (p 0.001) | -0.50 ± 2.12 " \
+           "| 1 / 2 | 1 / 2 |" in text
+    one = ec.write_metrics(None, None, {}, tmp_path / "one.json", seeds=ec.seed_rows({2022: _paired_summary(
+        2.0, 0.001, 0.02)}))
+    assert "training seeds" not in render_encoder_comparison(json.loads(one.read_text()))   # one seed: no table
+
+
+def test_compare_attention_reuses_a_sentence_split_of_the_same_passages(models, frame):
+    sentences = ec.sentence_split(PASSAGES)
+    again = ec.compare_attention(models, PASSAGES, batch_size=3, sentences=sentences)
+    pd.testing.assert_frame_equal(again, frame)
+    with pytest.raises(ValueError, match="3 sentence splits for 4 passages"):
+        ec.compare_attention(models, PASSAGES, sentences=sentences[:3])
+
+
+def test_plot_seed_differences_has_a_panel_per_measure():
+    rows = ec.seed_rows({2022: _paired_summary(2.0, 0.001, 0.02), 2023: _paired_summary(3.0, 0.2, -0.01)},
+                        {2022: _probe_summary(1.0, 0.001)})
+    fig = plots.plot_seed_differences(rows, ec.ENCODER_LABELS)
+    assert len(fig.axes) == 3 and fig.axes[0].get_legend() is not None
+    matplotlib.pyplot.close(fig)

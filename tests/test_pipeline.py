@@ -221,6 +221,16 @@ def test_smoke_dag_end_to_end(tmp_path):
     assert set(comparison["table1_probe"]) == set(comparison["attention"]["encoders"]) | {"dpr_poly_baseline",
                                                                                           "dpr_poly_mixed"}
     assert "dpr_mixed_minus_dpr_baseline" in comparison["attention"]["paired"]
+    # every training seed's DPR / UnCon / Mixed measured on the same passages and probes (06, across seeds); the
+    # first seed's entry is the comparison above
+    seeds = comparison["seeds"]
+    assert (seeds["n_seeds"], seeds["seeds"]) == (2, "2022, 2023")
+    first = comparison["attention"]["paired"]["dpr_mixed_minus_dpr_baseline"]
+    per_seed = seeds["attention_paired"]["dpr_mixed_minus_dpr_baseline"]
+    assert set(per_seed) == {"s2022", "s2023", "across"}
+    assert per_seed["s2022"]["later_sentence_share_diff"] == first["later_sentence_share_diff"]
+    assert set(seeds["table1_probe"]) == {"dpr_baseline", "dpr_uncon", "dpr_mixed"}
+    assert (repo / "outputs/figures/06/seed_differences.png").is_file()
     # Checkpoints only serve a killed run: once a model is saved they are gone (gigabytes otherwise).
     assert (repo / "outputs/checkpoints/qg").is_dir()
     assert not [p for p in (repo / "outputs/checkpoints").rglob("*") if p.is_file()]

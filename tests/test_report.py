@@ -340,3 +340,20 @@ def test_the_papers_claims_are_checked_with_direction_and_p_values(metrics):
     assert verdict(1.0, -0.5, 2.0, None, 1.0) == "not shown" and verdict(None, None, None, None, 1.0) == "–"
     # -0.2 -> +0.3: the right direction, but a larger gap on the other side of 0
     assert verdict(0.5, 0.4, 0.6, 0.001, 1.0, overshoot=True) == "overshoots"
+
+
+def test_claim_rows_say_how_many_training_seeds_agree_where_06_measured_several():
+    from ecqg.report.claim import claim_rows
+
+    first = {"later_sentence_share_diff": 2.0, "later_sentence_share_ci_low": 1.0,
+             "later_sentence_share_ci_high": 3.0, "later_sentence_share_p": 0.001, "later_sentence_share_n": 40}
+    comparison = {"attention": {"paired": {"dpr_mixed_minus_dpr_baseline": first}}}
+    row = next(r for r in claim_rows({"comparison": comparison}) if r["claim"].startswith("later-sentence share: M"))
+    assert row["claim"] == "later-sentence share: Mixed-DPR - DPR > 0" and row["verdict"] == "holds"
+    comparison["seeds"] = {"n_seeds": 3, "alpha": 0.05, "attention_paired": {"dpr_mixed_minus_dpr_baseline": {
+        "across": {"later_sentence_share_mean": 1.5, "later_sentence_share_same_sign": 2,
+                   "later_sentence_share_significant_same_sign": 1}}}}
+    row = next(r for r in claim_rows({"comparison": comparison}) if r["claim"].startswith("later-sentence share: M"))
+    assert row["claim"].endswith("(first training seed; over 3 seeds: mean +1.50, 2 of 3 with its sign, "
+                                 "1 of them p < 0.05)")
+    assert row["verdict"] == "holds"                       # the verdict stays the first seed's; the text qualifies it

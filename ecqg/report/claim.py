@@ -40,13 +40,26 @@ def _table3(pair: str, k: int) -> Getter:
     return get
 
 
+def _seed_detail(m: Mapping, branch: str, name: str, measure: str) -> str:
+    """Where notebook 06 measured several training seeds: how many agree with the mean's sign (and have p < alpha
+    within their seed), since the row's own p-value is the first seed's and resamples passages only."""
+    seeds = _path(m.get("comparison"), "seeds")
+    across = _path(seeds, branch, name, "across")
+    if not seeds or seeds.get("n_seeds", 0) < 2 or across is None or across.get(f"{measure}_mean") is None:
+        return ""
+    return (f" (first training seed; over {seeds['n_seeds']} seeds: mean {num(across[f'{measure}_mean'], 2, True)}, "
+            f"{across.get(f'{measure}_same_sign')} of {seeds['n_seeds']} with its sign, "
+            f"{across.get(f'{measure}_significant_same_sign')} of them p < {seeds.get('alpha', ALPHA):g})")
+
+
 def _attention(pair: str, metric: str, digits: int) -> Getter:
     def get(m: Mapping) -> Mapping | None:
         node = _path(m.get("comparison"), "attention", "paired", pair)
         if node is None or node.get(f"{metric}_diff") is None:
             return None
         return {"n": node.get(f"{metric}_n"), "diff": node[f"{metric}_diff"], "low": node.get(f"{metric}_ci_low"),
-                "high": node.get(f"{metric}_ci_high"), "p": node.get(f"{metric}_p"), "digits": digits}
+                "high": node.get(f"{metric}_ci_high"), "p": node.get(f"{metric}_p"), "digits": digits,
+                "detail": _seed_detail(m, "attention_paired", pair, metric)}
     return get
 
 
@@ -56,7 +69,8 @@ def _probe(system: str) -> Getter:
         if node is None or node.get("difference") is None:
             return None
         return {"n": node.get("n_passages"), "diff": node["difference"], "low": node.get("difference_ci_low"),
-                "high": node.get("difference_ci_high"), "p": node.get("difference_p"), "digits": 2}
+                "high": node.get("difference_ci_high"), "p": node.get("difference_p"), "digits": 2,
+                "detail": _seed_detail(m, "table1_probe", system, "difference")}
     return get
 
 

@@ -186,7 +186,46 @@ def render_encoder_comparison(comparison: Mapping) -> str:
                          with_ci(node, "highest_wins", "highest_wins_ci_low", "highest_wins_ci_high"),
                          f"{paper['highest']} vs {paper['lowest']}" if paper else "–"])
         out.append(md_table(["encoder", "passages", "highest", "lowest", "gap", "highest wins %", "paper"], rows))
+    seeds = comparison.get("seeds", {})
+    if seeds.get("n_seeds", 0) > 1:
+        out.append(render_seed_comparisons(seeds))
     return "\n".join(out)
+
+
+SEED_MEASURE_LABELS = {"later_sentence_share": ("later-sentence share (points)", 2),
+                       "entropy": ("entropy (nats)", 3), "difference": ("probe gap", 2)}
+
+
+def render_seed_comparisons(seeds: Mapping) -> str:
+    """Notebook 06's comparisons for every training seed: each seed's value with its p over passages, the seeds'
+    mean and sd, and how many seeds agree in sign (and are significant) - the check one seed's p cannot make."""
+    alpha, n = seeds.get("alpha", 0.05), seeds.get("n_seeds", 0)
+    rows = []
+    for branch, title in (("attention_paired", None), ("table1_probe", "Table 1 probe")):
+        for name, node in seeds.get(branch, {}).items():
+            a, sep, b = name.partition("_minus_")
+            who = f"{_encoder_label(a)} - {_encoder_label(b)}" if sep else f"{_encoder_label(name)}, {title}"
+            per_seed = {k: v for k, v in node.items() if k.startswith("s")}
+            measures = [m for m in SEED_MEASURE_LABELS
+                        if any(f"{m}_diff" in v or m in v for v in per_seed.values())]
+            for measure in measures:
+                key = measure if branch == "table1_probe" else f"{measure}_diff"
+                what, digits = SEED_MEASURE_LABELS[measure]
+                cells = "; ".join(f"{seed.removeprefix('s')}: {num(v.get(key), digits, signed=True)} "
+                                  f"(p {pval(v.get(f'{measure}_p'))})" for seed, v in per_seed.items())
+                across = node.get("across", {})
+                rows.append([who, what, cells,
+                             f"{num(across.get(f'{measure}_mean'), digits, signed=True)} ± "
+                             f"{num(across.get(f'{measure}_sd'), digits)}",
+                             f"{across.get(f'{measure}_same_sign', '–')} / {n}",
+                             f"{across.get(f'{measure}_significant_same_sign', '–')} / {n}"])
+    if not rows:
+        return ""
+    return (f"\nThe same comparisons for each of the {n} training seeds ({seeds.get('seeds', '')}): p over passages "
+            f"within a seed; mean ± sd over seeds; how many seeds have the sign of the mean, and how many of those "
+            f"have p < {alpha:g} too.\n\n"
+            + md_table(["comparison", "measure", "per seed", "mean ± sd over seeds", "same sign",
+                        "same sign, p < alpha"], rows))
 
 
 def _flatten(tree: Mapping, prefix: str = "") -> list[tuple[str, object]]:
