@@ -10,7 +10,7 @@ import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
 from ecqg import encoder_comparison as ec
-from ecqg import plots
+from ecqg import plots, seed_plots
 from ecqg.errors import DataFormatError
 from ecqg.models import resolve_model
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
@@ -255,6 +255,6 @@ def test_compare_attention_reuses_a_sentence_split_of_the_same_passages(models, 
 def test_plot_seed_differences_has_a_panel_per_measure():
     rows = ec.seed_rows({2022: _paired_summary(2.0, 0.001, 0.02), 2023: _paired_summary(3.0, 0.2, -0.01)},
                         {2022: _probe_summary(1.0, 0.001)})
-    fig = plots.plot_seed_differences(rows, ec.ENCODER_LABELS)
+    fig = seed_plots.plot_seed_differences(rows, ec.ENCODER_LABELS)
     assert len(fig.axes) == 3 and fig.axes[0].get_legend() is not None
     matplotlib.pyplot.close(fig)
