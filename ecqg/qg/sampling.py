@@ -23,6 +23,13 @@ def _batch_seed(seed: int, keys: Iterable[str]) -> int:
     return int.from_bytes(digest[:8], "big") % (2**63)
 
 
+# A checkpoint's shipped generation config (facebook/bart-large: num_beams 4, no_repeat_ngram_size 3, early stopping)
+# is for summarisation-style beam search; the paper samples questions with top-k / top-p, one sequence per sample.
+# Passed explicitly, these win over whatever the checkpoint ships (beam sampling failed with "size 4 vs 8").
+PLAIN_SAMPLING = {"num_beams": 1, "no_repeat_ngram_size": 0, "min_new_tokens": 0,
+                  "length_penalty": 1.0, "repetition_penalty": 1.0, "early_stopping": False}
+
+
 def _input_key(inp: Mapping[str, Any]) -> str:
     return f"{inp['passage_id']}\x01{entity_key(inp['entity']) if inp.get('entity') else ''}"
 
@@ -117,6 +124,7 @@ def _sample_batch(model, tokenizer, enc, seed: int, *, top_k: int, top_p: float,
                       top_p=top_p, max_new_tokens=max_new_tokens, generator=generator)
     torch.manual_seed(seed)
     out = model.generate(**enc, do_sample=True, top_k=top_k, top_p=top_p, num_return_sequences=samples,
-                         max_new_tokens=max_new_tokens, output_logits=True, return_dict_in_generate=True)
+                         max_new_tokens=max_new_tokens, output_logits=True, return_dict_in_generate=True,
+                         **PLAIN_SAMPLING)
     scores = model.compute_transition_scores(out.sequences, out.logits, normalize_logits=True)
     return out.sequences[:, -scores.shape[1]:], scores
