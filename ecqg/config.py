@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import yaml
 
+from ecqg.device import is_valid_setting
 from ecqg.errors import ConfigError
 from ecqg.hf_training import MIXED_PRECISION
 from ecqg.paths import PSEUDO_KINDS
@@ -80,6 +81,7 @@ def _train_rules(prefix: str, eval_every: bool = False, hard_negatives: bool = F
 RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "profile": ((str,), lambda v: v in PROFILES, f"one of {PROFILES}"),
     "seed": ((int,), _nonneg, "an integer >= 0"),
+    "device": ((str,), is_valid_setting, "auto, cpu, cuda or cuda:N"),
     "data.corpus": ((str,), bool, "a file path"),
     "data.test_sets": ((dict,), _paths, "a mapping name -> file path"),
     "data.train_gold": ((str,), bool, "a file path"),
@@ -113,6 +115,7 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     **_train_rules("dpr.pretrain", eval_every=True, hard_negatives=True, grad_cache=True),
     "dpr.pretrain.heldout": ((int,), _positive, "an integer > 0"),
     "dpr.encode.batch_size": ((int,), _positive, "an integer > 0"),
+    "dpr.encode.dtype": ((str,), lambda v: v in ("float32", "float16"), "float32 or float16"),
     "dpr.encode.autocast": ((str, type(None)), lambda v: v in (None, "bfloat16", "float16", "auto"),
                             "null (float32), bfloat16, float16 or auto (bfloat16 where the hardware has it)"),
     "dpr.index.kind": ((str,), lambda v: v in ("flat", "hnsw", "ivfpq"), "flat, hnsw or ivfpq"),
@@ -301,6 +304,15 @@ def _yaml_number(text: str) -> str:
     return f"{mantissa}e{exponent}" if exponent else mantissa
 
 
+def _yaml_float(value: float) -> str:
+    """A float as text that YAML 1.1 (PyYAML, DVC) reads back as the same float: ``2e-05`` -> ``2.0e-05`` (ruamel
+    writes the former, which PyYAML reads as a string)."""
+    text = repr(float(value))
+    if text in ("inf", "-inf", "nan"):
+        return {"inf": ".inf", "-inf": "-.inf", "nan": ".nan"}[text]
+    return _yaml_number(text)
+
+
 def check_inputs(params: dict, source: str = "params", keys: tuple[str, ...] = INPUT_KEYS) -> dict:
     """Raise ConfigError naming the dotted key of an input file that does not exist (``data.corpus``,
     ``data.test_sets.<name>``, ...): before a run, not minutes into it as a bare FileNotFoundError. ``keys``: the
@@ -365,6 +377,7 @@ def render_profile(profile: str, presets_dir: Path = PRESETS_DIR) -> str:
     rt = YAML()
     rt.preserve_quotes = True
     rt.representer.add_representer(type(None), lambda r, _: r.represent_scalar("tag:yaml.org,2002:null", "null"))
+    rt.representer.add_representer(float, lambda r, v: r.represent_scalar("tag:yaml.org,2002:float", _yaml_float(v)))
     with open(presets_dir / f"{BASE_PROFILE}.yaml", encoding="utf-8") as handle:
         doc = rt.load(handle)
 

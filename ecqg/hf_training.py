@@ -46,14 +46,13 @@ def remove_incomplete_checkpoints(output_dir: str | Path) -> list[Path]:
 
 
 def native_bf16() -> bool:
-    """Whether bfloat16 runs in hardware here: a CUDA GPU with bf16, or a CPU with AVX512-BF16 or AMX. Elsewhere
-    torch emulates bf16, and autocast is several times SLOWER than float32 (measured on a 2-core AVX2-only EPYC:
-    encoding 5.7 vs 41 passages/s, bench/bench_encode.py)."""
+    """Whether bfloat16 runs in hardware where training runs (the GPU Accelerate picks, else the CPU): see
+    :func:`ecqg.device.native_bf16`."""
     import torch
 
-    if torch.cuda.is_available():
-        return torch.cuda.is_bf16_supported()
-    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    from ecqg.device import native_bf16 as native
+
+    return native("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def resolve_mixed_precision(value: str) -> str:
@@ -67,13 +66,6 @@ def resolve_mixed_precision(value: str) -> str:
     log.info("mixed_precision auto -> %s (%s)", resolved, "native bf16" if resolved == "bf16" else
              "no native bf16 on this machine: float32")
     return resolved
-
-
-def resolve_autocast(value: str | None) -> str | None:
-    """Inference autocast: ``auto`` -> ``bfloat16`` where bf16 is native, else None (float32)."""
-    if value != "auto":
-        return value
-    return "bfloat16" if resolve_mixed_precision("auto") == "bf16" else None
 
 
 def check_settings(settings: Mapping[str, Any]) -> dict[str, Any]:

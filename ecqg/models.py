@@ -76,17 +76,18 @@ def from_pretrained(loader, ref: str, **kwargs):
 
 @contextlib.contextmanager
 def inference(model, autocast: str | None = None):
-    """Run a block with ``model.eval()`` and ``torch.inference_mode`` (and optional autocast to ``"float16"`` or
-    ``"bfloat16"``, or ``"auto"``: bfloat16 where it is native, else none); yields the model's device and restores the
-    caller's train/eval mode afterwards."""
+    """Run a block with ``model`` on the device policy's device (:func:`ecqg.device.place`), ``model.eval()`` and
+    ``torch.inference_mode``, under autocast to ``"float16"`` / ``"bfloat16"`` or ``"auto"`` (chosen for that
+    device: :func:`ecqg.device.autocast_dtype`); yields the device and restores the caller's train/eval mode.
+    Every inference loop of the project runs in here, so none picks a device of its own."""
     import torch
 
-    from ecqg.hf_training import resolve_autocast
+    from ecqg.device import autocast_dtype, place
 
-    autocast = resolve_autocast(autocast)
+    device = place(model)
+    autocast = autocast_dtype(autocast, device.type)
     was_training = model.training
     model.eval()
-    device = next(model.parameters()).device
     amp = torch.autocast(device.type, dtype=getattr(torch, autocast)) if autocast else contextlib.nullcontext()
     try:
         with torch.inference_mode(), amp:

@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from ecqg import config, paths
+from ecqg import config, device, paths
 from ecqg.io import atomic_path
 from ecqg.stages import timed_stage
 
@@ -35,9 +35,12 @@ def execute(name: str, extra: dict | None = None, params_file: str = str(config.
     run_name = executed_name(name, tag)
     target = paths.NOTEBOOKS_OUT / f"{run_name}.ipynb"
     failed = paths.NOTEBOOKS_OUT / f"{run_name}.failed.ipynb"
+    inherited = os.environ.get(device.ENV_VAR)   # a user's override stays; ours is removed afterwards
     with timed_stage(run_name, params):
         with atomic_path(target) as tmp:
             try:
+                # the notebook's kernel is a child process: it follows this stage's device policy through the env
+                os.environ[device.ENV_VAR] = device.setting_in_force()
                 papermill.execute_notebook(
                     str(source), str(tmp), parameters={"params_file": params_file, **(extra or {})},
                     kernel_name="python3", log_output=True, progress_bar=False, cwd=os.getcwd(),
@@ -46,6 +49,9 @@ def execute(name: str, extra: dict | None = None, params_file: str = str(config.
                 if tmp.exists():
                     os.replace(tmp, failed)
                 raise
+            finally:
+                if inherited is None:
+                    os.environ.pop(device.ENV_VAR, None)
         failed.unlink(missing_ok=True)
     return target
 

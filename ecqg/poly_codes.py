@@ -21,6 +21,7 @@ import pandas as pd
 import torch
 
 from ecqg.attention import TEXT, attention_entropy, sentence_shares
+from ecqg.models import inference
 from ecqg.retrieval import dense
 
 
@@ -36,17 +37,18 @@ def _passage_batches(model, passages: Sequence[Mapping], batch_size: int):
         yield chunk, dict(enc), offsets, seq_ids
 
 
-@torch.no_grad()
 def code_attention(model, passages: Sequence[Mapping], batch_size: int = 32):
     """Per passage: (the codes' attention ``(K, n)``, offsets ``(n, 2)``, sequence ids ``(n,)``), padding dropped."""
-    model.eval()
     out = []
-    for chunk, batch, offsets, seq_ids in _passage_batches(model, passages, batch_size):
-        hidden = model.passage_encoder(**batch).last_hidden_state
-        attn = model.code_attention(hidden, model.attended_mask(batch)).float().numpy()
-        for i in range(len(chunk)):
-            n = int(batch["attention_mask"][i].sum())
-            out.append((attn[i, :, :n], offsets[i, :n], seq_ids[i][:n]))
+    with inference(model) as device:
+        for chunk, batch, offsets, seq_ids in _passage_batches(model, passages, batch_size):
+            batch = {k: v.to(device) for k, v in batch.items()}
+            hidden = model.passage_encoder(**batch).last_hidden_state
+            attn = model.code_attention(hidden, model.attended_mask(batch)).float().cpu().numpy()
+            lengths = batch["attention_mask"].sum(1).tolist()
+            for i in range(len(chunk)):
+                n = int(lengths[i])
+                out.append((attn[i, :, :n], offsets[i, :n], seq_ids[i][:n]))
     return out
 
 

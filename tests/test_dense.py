@@ -1,6 +1,7 @@
 """Dense encoding (length-sorted, sharded) and FAISS search, on a tiny random BERT and random vectors."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from ecqg.models import resolve_model
 from ecqg.retrieval import dense, faiss_index
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
 
+REPO = Path(__file__).resolve().parents[1]
 WORDS = ("river city king war music league film island church school army party bridge station novel "
          "election museum mountain company season").split()
 
@@ -226,10 +228,17 @@ def test_encode_shard_cli_splits_a_corpus_file_over_workers(model, passages, tmp
     write_jsonl(tmp_path / "corpus.jsonl.gz", passages)
     for i in (1, 0):  # workers finish in any order
         assert main(["--model", str(tmp_path / "model"), "--corpus", str(tmp_path / "corpus.jsonl.gz"),
-                     "--shard", str(i), "2", "--out", str(tmp_path / "emb"), "--batch-size", "8"]) == 0
+                     "--shard", str(i), "2", "--out", str(tmp_path / "emb"), "--batch-size", "8",
+                     "--autocast", "none"]) == 0
     ids, vectors = dense.load_shards(tmp_path / "emb")
     ref_ids, ref = dense.encode_passages(model, passages, batch_size=8, progress=False)
     assert ids == ref_ids
     np.testing.assert_allclose(vectors, ref, atol=1e-5, rtol=1e-4)
     with pytest.raises(SystemExit):
         main(["--model", str(tmp_path / "model"), "--corpus", "x", "--shard", "2", "2", "--out", "y"])
+    # without --autocast the profile's dpr.encode.autocast applies (here float16, as the paper profile's)
+    params = tmp_path / "params.yaml"
+    params.write_text((REPO / "params.yaml").read_text().replace("autocast: auto", "autocast: float16"))
+    main(["--model", str(tmp_path / "model"), "--corpus", str(tmp_path / "corpus.jsonl.gz"), "--shard", "0", "1",
+          "--out", str(tmp_path / "fp16"), "--params", str(params), "--device", "cpu"])
+    assert json.loads((tmp_path / "fp16" / "shard-00000-of-00001" / "meta.json").read_text())["autocast"] == "float16"

@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 
 from ecqg import paths
 from ecqg.data.dpr import read_dpr_retriever_json
-from ecqg.io import copy_directory, empty_directory, read_jsonl
+from ecqg.io import copy_directory, empty_directory, read_jsonl, remove_directory
 from ecqg.pipeline.common import fingerprint, pretrain_seed, primary_seed, seeds
 from ecqg.retrieval.choices import DENSE_VARIANTS, POLY_VARIANT_DATA
 from ecqg.retrieval.retriever import Retriever, build_retriever, is_saved_retriever, load_retriever
@@ -255,29 +255,44 @@ def write_training_plots(params: Mapping, history: list[dict], run_name: str) ->
 
 def retrieve_all(variant: str, params: Mapping, seed: int | None = None, progress: bool = True) -> dict:
     """Encode the corpus with the passage encoder of ``variant`` trained with ``seed`` (``untrained``: the base
-    checkpoint, no seed), index it with FAISS, search every test set."""
+    checkpoint, no seed), index it with FAISS, search every test set.
+
+    Memory stays bounded by a chunk at any corpus size: the vectors stream to a memmap beside the index
+    (``<index dir>.embeddings/``, removed once the index is saved) and FAISS adds them from there chunk by chunk.
+    Before encoding, the memory and disk the index needs are estimated from the corpus size and the stage refuses,
+    naming the setting, when they would not fit (:mod:`ecqg.retrieval.capacity`)."""
+    from ecqg import device
     from ecqg.data.records import read_corpus
     from ecqg.run_files import write_run
-    from ecqg.retrieval import dense, faiss_index
+    from ecqg.retrieval import capacity, dense, faiss_index
 
     if (variant == UNTRAINED) != (seed is None):
         raise ValueError(f"variant '{variant}' {'takes no' if variant == UNTRAINED else 'needs a'} seed")
     settings = params["dpr"]
     model = load_model(variant, params, seed)
+    index_dir = paths.dense_index_dir(variant, seed)
+    scratch = index_dir.with_name(index_dir.name + ".embeddings")
+    n_passages = dense.count_passages(paths.CORPUS)
+    need = capacity.estimate(n_passages, model.dim, model.vectors_per_passage, settings["index"]["kind"],
+                             settings["index"]["params"], dtype=settings["encode"]["dtype"])
+    capacity.check_fits(need, scratch, f"dense index of {system_name(variant, seed)}")
+    autocast = device.autocast_dtype(settings["encode"]["autocast"], device.resolve().type)
+    if scratch.is_dir():
+        remove_directory(scratch)
     start = time.perf_counter()
-    from ecqg.hf_training import resolve_autocast
-
-    autocast = resolve_autocast(settings["encode"]["autocast"])
-    ids, vectors = dense.encode_passages(model, read_corpus(paths.CORPUS), batch_size=settings["encode"]["batch_size"],
-                                         progress=progress, autocast=autocast)
+    shard = dense.write_shard(model, read_corpus(paths.CORPUS), scratch, total=n_passages,
+                              batch_size=settings["encode"]["batch_size"], dtype=settings["encode"]["dtype"],
+                              progress=progress, autocast=autocast)
     encode_s = time.perf_counter() - start
-    n_passages = len(ids)
-    ids, vectors = faiss_index.index_rows(ids, vectors)   # K rows per passage for a multi-vector retriever
+    ids, vectors = faiss_index.index_rows(*dense.read_shard(shard))   # K rows per passage for a multi-vector model
     index = faiss_index.build_index(vectors, kind=settings["index"]["kind"], seed=params["seed"],
-                              **settings["index"]["params"])
-    faiss_index.save_index(index, ids, paths.dense_index_dir(variant, seed))
+                                    progress=progress, **settings["index"]["params"])
+    faiss_index.save_index(index, ids, index_dir)
+    del vectors
+    remove_directory(scratch)
     figures = {"passages": n_passages, "encode_s": round(encode_s, 1), "autocast": autocast,
-               "passages_per_s": round(n_passages / max(encode_s, 1e-9), 1)}
+               "passages_per_s": round(n_passages / max(encode_s, 1e-9), 1), "device": device.describe(),
+               "estimated_need": need.as_dict()}
     if len(ids) != n_passages:
         figures["index_rows"] = len(ids)
     for name in params["data"]["test_sets"]:

@@ -24,6 +24,7 @@ import json
 import logging
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -55,15 +56,22 @@ def _device(model: torch.nn.Module) -> torch.device:
 
 def _encode_sorted(model, encode, features: list[dict], shape: tuple[int, ...], batch_size: int, device,
                    bar) -> np.ndarray:
-    """Encode longest-first batches padded only to their own maximum; rows come back in the input order."""
+    """Encode longest-first batches padded only to their own maximum; rows come back in the input order.
+
+    The vectors stay on the device until the whole list is encoded: no per-batch copy back, so the host pads the
+    next batch (pinned memory, non-blocking copy on a GPU) while the device still computes this one."""
     order = np.argsort([-len(f["input_ids"]) for f in features], kind="stable")
-    out = np.empty((len(features), *shape), dtype=np.float32)
+    pinned = device.type == "cuda"
+    parts = []
     for start in range(0, len(order), batch_size):
         idx = order[start:start + batch_size]
         batch = model.pad([features[j] for j in idx])
-        batch = {k: v.to(device) for k, v in batch.items()}
-        out[idx] = encode(batch).float().cpu().numpy().reshape(len(idx), *shape)   # K = 1: (B, 1, d) -> (B, d)
+        batch = {k: (v.pin_memory() if pinned else v).to(device, non_blocking=pinned) for k, v in batch.items()}
+        parts.append(encode(batch).float().reshape(len(idx), *shape))   # K = 1: (B, 1, d) -> (B, d)
         bar.update(len(idx))
+    out = np.empty((len(features), *shape), dtype=np.float32)
+    if parts:
+        out[order] = torch.cat(parts).cpu().numpy()
     return out
 
 
@@ -156,10 +164,13 @@ def _chunks(it: Iterable, size: int) -> Iterator[list]:
 def iter_passage_embeddings(model, passages: Iterable[Mapping], batch_size: int = 64,
                             shard: tuple[int, int] | None = None, total: int | None = None,
                             chunk_size: int = 50_000, progress: bool = True,
-                            autocast: str | None = None) -> Iterator[tuple[list[str], np.ndarray]]:
+                            autocast: str | None = None,
+                            prefetch: bool | None = None) -> Iterator[tuple[list[str], np.ndarray]]:
     """Yield ``(ids, float32 vectors)`` chunk by chunk for (one shard of) the passages; memory is O(chunk_size).
 
-    Sorting by length happens within a chunk, so a larger chunk pads a little less.
+    Sorting by length happens within a chunk, so a larger chunk pads a little less. ``prefetch`` reads and
+    tokenises the next chunk in a background thread while this one is encoded (default: on an accelerator, where
+    the device would otherwise wait for the host; on a CPU the thread only takes cores from the encoder).
     """
     _check_batch_size(batch_size)
     stream, count = _shard_slice(passages, shard, total)
@@ -167,14 +178,40 @@ def iter_passage_embeddings(model, passages: Iterable[Mapping], batch_size: int 
     desc = "encode passages" + (f" (shard {shard[0]}/{shard[1]})" if shard else "")
     with inference(model, autocast) as device, tqdm(total=count, desc=desc, unit="psg",
                                                      disable=not progress) as bar:
-        for chunk in _chunks(stream, chunk_size):
-            ids = [_passage_id(p, done + k) for k, p in enumerate(chunk)]
-            features = model.passage_features([p.get("title") or "" for p in chunk], [p["text"] for p in chunk])
+        ahead = device.type != "cpu" if prefetch is None else prefetch
+        for ids, features in _tokenized_chunks(model, stream, chunk_size, ahead):
             vectors = _encode_sorted(model, model.encode_passages, features, _passage_shape(model), batch_size,
                                      device, bar)
-            done += len(chunk)
+            done += len(ids)
             yield ids, vectors
     _log_rate("encode_passages", done, "passages", start, device, batch_size)
+
+
+def _tokenized_chunks(model, stream: Iterator[Mapping], chunk_size: int,
+                      prefetch: bool) -> Iterator[tuple[list[str], list[dict]]]:
+    """``(passage ids, unpadded features)`` per chunk; with ``prefetch`` the next chunk is read and tokenised in one
+    background thread (fast tokenizers release the GIL) while the caller encodes the current one."""
+    chunks = _chunks(stream, chunk_size)
+    done = 0
+
+    def next_tokenized():
+        nonlocal done
+        chunk = next(chunks, None)
+        if chunk is None:
+            return None
+        ids = [_passage_id(p, done + k) for k, p in enumerate(chunk)]
+        done += len(chunk)
+        return ids, model.passage_features([p.get("title") or "" for p in chunk], [p["text"] for p in chunk])
+
+    if not prefetch:
+        while (item := next_tokenized()) is not None:
+            yield item
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ecqg-tokenize") as pool:
+        future = pool.submit(next_tokenized)
+        while (item := future.result()) is not None:
+            future = pool.submit(next_tokenized)
+            yield item
 
 
 def _passage_id(p: Mapping, position: int) -> str:
@@ -185,13 +222,15 @@ def _passage_id(p: Mapping, position: int) -> str:
 
 def encode_passages(model, passages: Iterable[Mapping], batch_size: int = 64, shard: tuple[int, int] | None = None,
                     total: int | None = None, chunk_size: int = 50_000, progress: bool = True,
-                    dtype: str = "float32", autocast: str | None = None) -> tuple[list[str], np.ndarray]:
-    """All ``(ids, vectors)`` of (one shard of) the passages in memory, in corpus order; see :func:`write_shard`."""
+                    dtype: str = "float32", autocast: str | None = None,
+                    prefetch: bool | None = None) -> tuple[list[str], np.ndarray]:
+    """All ``(ids, vectors)`` of (one shard of) the passages in memory, in corpus order: for small sets (probes,
+    a mini corpus); a corpus goes through :func:`write_shard`, which keeps one chunk in memory."""
     dtype = _check_dtype(dtype)
     ids: list[str] = []
     parts: list[np.ndarray] = []
     for chunk_ids, vectors in iter_passage_embeddings(model, passages, batch_size, shard, total, chunk_size,
-                                                      progress, autocast):
+                                                      progress, autocast, prefetch):
         ids += chunk_ids
         parts.append(vectors.astype(dtype, copy=False))
     vectors = np.concatenate(parts) if parts else np.zeros((0, *_passage_shape(model)), dtype=dtype)
@@ -206,7 +245,7 @@ def _check_dtype(dtype: str) -> str:
 
 def write_shard(model, passages: Iterable[Mapping], out_dir: str | Path, shard: tuple[int, int] = (0, 1),
                 total: int | None = None, batch_size: int = 64, dtype: str = "float32", chunk_size: int = 50_000,
-                progress: bool = True, autocast: str | None = None) -> Path:
+                progress: bool = True, autocast: str | None = None, prefetch: bool | None = None) -> Path:
     """Encode shard ``i`` of ``n`` into ``out_dir/shard-0000i-of-0000n/`` atomically; returns that directory.
 
     The embeddings go straight into an ``open_memmap`` file, so a shard of any size needs only one chunk in memory.
@@ -221,25 +260,27 @@ def write_shard(model, passages: Iterable[Mapping], out_dir: str | Path, shard: 
     start = time.perf_counter()
     with atomic_path(target) as tmp:
         tmp.mkdir(parents=True)
-        ids = _fill_memmap(model, passages, tmp, shard, total, batch_size, dtype, chunk_size, progress, autocast)
+        ids = _fill_memmap(model, passages, tmp, shard, total, batch_size, dtype, chunk_size, progress, autocast,
+                           prefetch)
         seconds = time.perf_counter() - start
         (tmp / IDS_FILE).write_text(json.dumps(ids), encoding="utf-8")
         write_json(tmp / META_FILE, {"shard": shard[0], "num_shards": shard[1], "start": start_row,
                                      "end": end_row, "total": total, "count": len(ids), "dim": model.dim,
                                      "vectors_per_passage": model.vectors_per_passage,
-                                     "dtype": dtype, "model": model.config.base_model, "seconds": round(seconds, 3),
+                                     "dtype": dtype, "model": model.config.base_model, "autocast": autocast,
+                                     "seconds": round(seconds, 3),
                                      "passages_per_s": round(len(ids) / max(seconds, 1e-9), 2)})
     return target
 
 
 def _fill_memmap(model, passages, directory: Path, shard, total, batch_size, dtype, chunk_size, progress,
-                 autocast) -> list[str]:
+                 autocast, prefetch) -> list[str]:
     start_row, end_row = shard_bounds(total, shard)
     matrix = np.lib.format.open_memmap(directory / EMBEDDINGS_FILE, mode="w+", dtype=dtype,
                                        shape=(end_row - start_row, *_passage_shape(model)))
     ids: list[str] = []
     for chunk_ids, vectors in iter_passage_embeddings(model, passages, batch_size, shard, total, chunk_size,
-                                                      progress, autocast):
+                                                      progress, autocast, prefetch):
         matrix[len(ids):len(ids) + len(chunk_ids)] = vectors
         ids += chunk_ids
     matrix.flush()
@@ -267,6 +308,11 @@ def list_shards(directory: str | Path) -> list[Path]:
             raise ShardError(f"{directory}: shard {i} of {n} is missing (no {shard_name((i, n))}/); "
                              f"encode it with shard=({i}, {n})")
     return [found[(i, n)] for i in range(n)]
+
+
+def read_shard(path: str | Path, mmap: bool = True) -> tuple[list[str], np.ndarray]:
+    """``(ids, vectors)`` of one shard directory; the vectors memory-mapped (read-only) unless ``mmap`` is False."""
+    return _read_shard(Path(path), mmap)
 
 
 def _read_shard(path: Path, mmap: bool = True) -> tuple[list[str], np.ndarray]:

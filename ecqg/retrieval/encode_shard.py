@@ -6,7 +6,8 @@ Run one process per shard (on as many machines as you have), then merge and inde
         --corpus downloads/data/wikipedia_split/psgs_w100.tsv --total 21015324 --shard $I 50 --out embeddings/
     python -c "from ecqg.retrieval import dense; dense.merge_shards('embeddings/', 'embeddings/merged')"
 
-Each worker streams only its contiguous slice; ``--total`` (count once with ``dense.count_passages``) spares every
+The device and autocast follow the project's policy (``device`` and ``dpr.encode.autocast`` in params.yaml, or
+``--device`` / ``--autocast``): fp16 or bf16 on a GPU. Each worker streams only its contiguous slice; ``--total`` (count once with ``dense.count_passages``) spares every
 worker a counting pass. The shard directory appears atomically, so a killed worker leaves nothing that looks done.
 """
 
@@ -14,7 +15,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
+from ecqg import device
+from ecqg.config import PARAMS_FILE, load
 from ecqg.data.records import read_corpus
 from ecqg.retrieval import dense
 from ecqg.logs import setup_logging
@@ -30,16 +34,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="directory that receives shard-0000I-of-0000N/")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--dtype", choices=dense.DTYPES, default="float32")
-    parser.add_argument("--device", default="cuda" if dense.torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", help="auto | cpu | cuda | cuda:N (default: params.yaml's device, else auto)")
+    parser.add_argument("--autocast", choices=("auto", "bfloat16", "float16", "none"),
+                        help="inference autocast (default: params.yaml's dpr.encode.autocast, else auto)")
+    parser.add_argument("--params", default=str(PARAMS_FILE), help="params file the defaults come from")
     args = parser.parse_args(argv)
     setup_logging()
     i, n = args.shard
     if not 0 <= i < n:
         parser.error(f"--shard {i} {n}: need 0 <= I < N")
-    model = load_retriever(args.model).to(args.device)
+    params = load(args.params) if Path(args.params).is_file() else {}
+    device.configure(args.device or params.get("device", "auto"))
+    autocast = args.autocast or params.get("dpr", {}).get("encode", {}).get("autocast", "auto")
+    autocast = device.autocast_dtype(None if autocast == "none" else autocast, device.resolve().type)
+    model = load_retriever(args.model)
     total = args.total if args.total is not None else dense.count_passages(args.corpus)
     target = dense.write_shard(model, read_corpus(args.corpus), args.out, shard=(i, n), total=total,
-                               batch_size=args.batch_size, dtype=args.dtype)
+                               batch_size=args.batch_size, dtype=args.dtype, autocast=autocast)
     print(target)
     return 0
 

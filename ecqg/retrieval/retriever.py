@@ -137,7 +137,10 @@ class Retriever(torch.nn.Module):
                                         max_length=self.config.passage_max_length))
 
     def pad(self, features: list[dict[str, list[int]]]) -> dict[str, torch.Tensor]:
-        return self.tokenizer.pad(features, return_tensors="pt")
+        """Pad unpadded features into tensors, as ``tokenizer.pad`` does (pad id for ``input_ids``, 0 elsewhere, on
+        the tokenizer's padding side) but in numpy: ``tokenizer.pad`` on a list of dicts is pure Python per token
+        and, on a GPU, was a large part of the host work that kept the accelerator waiting."""
+        return pad_features(features, self.tokenizer.pad_token_id or 0, self.tokenizer.padding_side)
 
     # --- similarity ------------------------------------------------------------------------------------------------
     def scores(self, q: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
@@ -159,6 +162,22 @@ class Retriever(torch.nn.Module):
         if isinstance(p, np.ndarray):
             return np.einsum("bd,bkd->bk", q, p).max(axis=-1)
         return torch.einsum("bd,bkd->bk", q, p).amax(dim=-1)
+
+
+def pad_features(features: list[dict[str, list[int]]], pad_id: int, side: str = "right") -> dict[str, torch.Tensor]:
+    """Unpadded features (one dict of int lists per text) -> ``{key: LongTensor (B, longest)}``."""
+    width = max(len(f["input_ids"]) for f in features)
+    out = {}
+    for key in features[0]:
+        array = np.full((len(features), width), pad_id if key == "input_ids" else 0, dtype=np.int64)
+        for row, f in enumerate(features):
+            values = f[key]
+            if side == "left":
+                array[row, width - len(values):] = values
+            else:
+                array[row, :len(values)] = values
+        out[key] = torch.from_numpy(array)
+    return out
 
 
 def _features(encoding) -> list[dict[str, list[int]]]:

@@ -13,7 +13,7 @@ import platform
 import time
 from typing import Iterator
 
-from ecqg import paths
+from ecqg import device, paths
 from ecqg.io import write_json
 from ecqg.logs import setup_logging
 
@@ -24,9 +24,10 @@ log = logging.getLogger("ecqg")
 def timed_stage(name: str, params: dict) -> Iterator[dict]:
     """Time the body; yield a dict the stage fills with figures; write it with the wall time on success."""
     setup_logging()
+    policy = device.configure(params)
     figures: dict = {}
     start = time.perf_counter()
-    log.info("stage %s: start (profile %s)", name, params.get("profile"))
+    log.info("stage %s: start (profile %s, device %s)", name, params.get("profile"), policy)
     yield figures
     wall = time.perf_counter() - start
     record = {"stage": name, "profile": params["profile"], "wall_time_s": round(wall, 1),

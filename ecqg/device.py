@@ -1,0 +1,114 @@
+"""The one device policy: where every step that runs a model puts it, and which autocast it runs under.
+
+Why one place: the paper profile runs on GPUs, and a step that forgets ``.to(device)`` does not fail, it runs on the
+host at a fraction of the speed (measured on an H100 machine: bert-base encoding 14.9 passages/s on the host's 16
+cores against 2,011 on the GPU). So no step picks a device itself: :func:`ecqg.models.inference`, the context every
+inference loop runs in, calls :func:`place`, and ``tests/test_device_policy.py`` fails when a model runs outside it.
+
+The setting is ``device`` in ``params.yaml``: ``auto`` (CUDA when a GPU is visible, else the CPU; under ``accelerate
+launch`` / ``torchrun`` each process takes the GPU of its ``LOCAL_RANK``), ``cpu``, ``cuda`` or ``cuda:N``. A stage
+applies it with :func:`configure` (``ecqg.stages.timed_stage`` and ``ecqg.notebook.load_params`` do); the environment
+variable ``ECQG_DEVICE`` overrides it for one run without touching params (and without rerunning DVC stages).
+
+Autocast (inference) per device: ``auto`` -> bfloat16 on a GPU that has it, else float16; on a CPU bfloat16 only
+where it is native (AVX512-BF16 / AMX), else none: emulated bf16 is several times slower than float32.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from typing import Any, Mapping
+
+log = logging.getLogger(__name__)
+
+ENV_VAR = "ECQG_DEVICE"
+AUTOCAST_VALUES = (None, "auto", "bfloat16", "float16")
+_SETTING = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+_configured = "auto"
+
+
+def is_valid_setting(value: Any) -> bool:
+    """``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (what params' ``device`` and ``ECQG_DEVICE`` accept)."""
+    return isinstance(value, str) and bool(_SETTING.match(value))
+
+
+def configure(params_or_setting: Mapping | str) -> str:
+    """Make ``params['device']`` (or a setting string) the policy of this process; returns the setting in force
+    (``ECQG_DEVICE`` wins over params)."""
+    global _configured
+    setting = params_or_setting if isinstance(params_or_setting, str) else params_or_setting.get("device", "auto")
+    if not is_valid_setting(setting):
+        raise ValueError(f"device is {setting!r}; expected auto, cpu, cuda or cuda:N")
+    _configured = setting
+    return setting_in_force()
+
+
+def setting_in_force() -> str:
+    """The setting that :func:`resolve` uses: ``ECQG_DEVICE`` when set, else the configured one (default ``auto``)."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        if not is_valid_setting(env):
+            raise ValueError(f"{ENV_VAR}={env!r}; expected auto, cpu, cuda or cuda:N")
+        return env
+    return _configured
+
+
+def resolve(setting: str | None = None):
+    """The ``torch.device`` a model runs on under ``setting`` (default: the setting in force)."""
+    import torch
+
+    setting = setting or setting_in_force()
+    if setting == "auto":
+        if not torch.cuda.is_available():
+            return torch.device("cpu")
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count())
+    if setting.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"device is {setting!r} but no CUDA GPU is visible here; set device: auto (or cpu) in "
+                           f"params.yaml, or {ENV_VAR}=cpu for one run")
+    return torch.device(setting)
+
+
+def place(model, setting: str | None = None):
+    """Move ``model`` to the policy's device (a no-op when it is there already); returns that device."""
+    device = resolve(setting)
+    current = next(model.parameters()).device
+    if current != device:
+        log.info("device policy: %s from %s to %s", type(model).__name__, current, device)
+        model.to(device)
+    return device
+
+
+def native_bf16(device_type: str = "cpu") -> bool:
+    """Whether bfloat16 runs in hardware on this device: a CUDA GPU with bf16, or a CPU with AVX512-BF16 or AMX.
+    Elsewhere torch emulates bf16, and autocast is several times SLOWER than float32 (measured on a 2-core
+    AVX2-only EPYC: encoding 5.7 vs 41 passages/s, bench/bench_encode.py)."""
+    import torch
+
+    if device_type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
+def autocast_dtype(value: str | None, device_type: str = "cpu") -> str | None:
+    """Inference autocast on ``device_type``: ``auto`` -> ``bfloat16`` where native, else ``float16`` on a GPU and
+    none (float32) on a CPU; explicit values unchanged."""
+    if value not in AUTOCAST_VALUES:
+        raise ValueError(f"autocast is {value!r}; expected one of {AUTOCAST_VALUES}")
+    if value != "auto":
+        return value
+    if native_bf16(device_type):
+        return "bfloat16"
+    return "float16" if device_type == "cuda" else None
+
+
+def describe() -> dict[str, Any]:
+    """What a stage's metrics record of the policy: the setting, the device it resolved to, and the GPU's name."""
+    import torch
+
+    device = resolve()
+    out: dict[str, Any] = {"setting": setting_in_force(), "device": str(device)}
+    if device.type == "cuda":
+        out["gpu"] = torch.cuda.get_device_name(device)
+    return out
