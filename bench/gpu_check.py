@@ -1,0 +1,282 @@
+"""The paper profile on one GPU: throughput of every heavy step on random-weight models of the paper's sizes, and
+the GPU-hours each paper stage would take. Nothing is downloaded; a person with a GPU runs it in a few minutes:
+
+    .venv/bin/python bench/gpu_check.py                   # paper sizes: bert-base, BART-large, RoBERTa-base
+    .venv/bin/python bench/gpu_check.py --size tiny       # a check of the script itself on a CPU (seconds)
+
+It measures, on the device the project's policy picks (``ecqg.device``; ``ECQG_DEVICE`` overrides it):
+
+* encoding: the pipeline's own ``dense.encode_passages`` (tokenising in a background thread, length-sorted batches,
+  one copy back per chunk) against a plain forward over pre-tokenised, length-sorted batches, same batch and
+  autocast: the ratio is the share of the device the pipeline keeps busy (target >= 0.90);
+* DPR fine-tuning at the paper's batch (128 questions + 1 hard negative each) without GradCache and with chunks,
+  and pre-training at batch 1,024 with GradCache, through ``ecqg.retrieval.train`` (examples/s, peak memory);
+* question sampling with a BART-large-sized generator (``qg.generate_questions``, top-k / top-p) and the round-trip
+  reader (``filtering.reader.predict``) with a RoBERTa-base-sized extractive reader;
+
+then prints the projected GPU-hours of each paper stage from ``params/paper.yaml``'s sizes. Text comes from the
+committed bundle (``data/corpus.jsonl.gz``); the vocabulary is the bundled BERT WordPiece (bert-base-uncased's), with
+the generator's and reader's vocabulary sizes set to BART's / RoBERTa's so the output layers cost what they cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import json
+import logging
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_train import load_passages, make_records  # noqa: E402
+
+from ecqg import config, device  # noqa: E402
+from ecqg.models import inference, resolve_model  # noqa: E402
+from ecqg.retrieval import dense  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPER_PASSAGES = 21_015_324
+SIZES = {   # encoder / generator / reader shapes and the work measured per section
+    "paper": dict(layers=12, hidden=768, heads=12, ffn=3072, bart_layers=12, bart_hidden=1024, bart_heads=16,
+                  bart_ffn=4096, passages=20_000, encode_batch=512, train_batch=128, pretrain_batch=1024,
+                  chunks=(None, 64), pretrain_chunk=64, train_steps=6, qg_passages=512, qg_batch=64,
+                  reader_questions=4096, reader_batch=128, passage_len=256, query_len=64),
+    "tiny": dict(layers=2, hidden=32, heads=2, ffn=64, bart_layers=1, bart_hidden=32, bart_heads=2, bart_ffn=64,
+                 passages=300, encode_batch=32, train_batch=8, pretrain_batch=16, chunks=(None, 4), pretrain_chunk=4,
+                 train_steps=2, qg_passages=16, qg_batch=8, reader_questions=32, reader_batch=16, passage_len=64,
+                 query_len=16),
+}
+
+
+def _tokenizer():
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(resolve_model("bundled:minilm"))
+
+
+def _bert_config(s: dict, **extra):
+    from transformers import BertConfig
+
+    return BertConfig(num_hidden_layers=s["layers"], hidden_size=s["hidden"], num_attention_heads=s["heads"],
+                      intermediate_size=s["ffn"], **extra)
+
+
+def _biencoder(s: dict, tokenizer):
+    from transformers import BertModel
+
+    from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
+
+    torch.manual_seed(0)
+    return BiEncoder(BertModel(_bert_config(s)), BertModel(_bert_config(s)), tokenizer,
+                     BiEncoderConfig("random bert-base", passage_max_length=s["passage_len"],
+                                     query_max_length=s["query_len"]))
+
+
+def _sync():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _peak_gb() -> float | None:
+    return round(torch.cuda.max_memory_allocated() / 1e9, 2) if torch.cuda.is_available() else None
+
+
+def _reset_peak():
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def encoding(s: dict, tokenizer, passages: list[dict], autocast: str | None) -> dict:
+    """Pipeline loop vs a plain forward over pre-tokenised, length-sorted batches (same batch, same autocast)."""
+    model = _biencoder(s, tokenizer)
+    dense.encode_passages(model, passages[:2 * s["encode_batch"]], batch_size=s["encode_batch"], progress=False,
+                          autocast=autocast)                      # warm-up (and moves the model to the device)
+    _reset_peak()
+    _sync()
+    start = time.perf_counter()
+    dense.encode_passages(model, passages, batch_size=s["encode_batch"], chunk_size=5_000, progress=False,
+                          autocast=autocast)
+    _sync()
+    pipeline = len(passages) / (time.perf_counter() - start)
+    features = model.passage_features([p["title"] for p in passages], [p["text"] for p in passages])
+    order = np.argsort([-len(f["input_ids"]) for f in features], kind="stable")
+    batches = [model.pad([features[j] for j in order[lo:lo + s["encode_batch"]]])
+               for lo in range(0, len(order), s["encode_batch"])]
+    with inference(model, autocast) as where:
+        batches = [{k: v.to(where) for k, v in b.items()} for b in batches]
+        _sync()
+        start = time.perf_counter()
+        for batch in batches:
+            model.encode_passages(batch)
+        _sync()
+    plain = len(passages) / (time.perf_counter() - start)
+    tokens = float(np.mean([len(f["input_ids"]) for f in features]))
+    return {"pipeline_passages_per_s": round(pipeline, 1), "plain_forward_passages_per_s": round(plain, 1),
+            "pipeline_over_plain": round(pipeline / plain, 3), "mean_tokens": round(tokens, 1),
+            "batch": s["encode_batch"], "autocast": autocast, "peak_gb": _peak_gb()}
+
+
+def training(s: dict, tokenizer, passages: list[dict], batch: int, chunk: int | None, hard_negatives: int) -> dict:
+    """Examples/s of ``train_biencoder`` (bf16 where native, else fp16 on a GPU / float32 on a CPU)."""
+    from ecqg.hf_training import resolve_mixed_precision
+    from ecqg.retrieval.train import TrainConfig, train_biencoder
+
+    precision = resolve_mixed_precision("auto")
+    precision = "fp16" if precision == "no" and torch.cuda.is_available() else precision
+    records = make_records(passages[:batch * (s["train_steps"] + 1)])
+    cfg = TrainConfig(lr=1e-5, epochs=1, batch_size=batch, hard_negatives=hard_negatives, warmup_steps=0,
+                      grad_cache_chunk_size=chunk, checkpoint_every=None, max_steps=s["train_steps"] + 1, seed=0,
+                      mixed_precision=precision, log_every=10_000)
+    model = _biencoder(s, tokenizer)
+    _reset_peak()
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            history = train_biencoder(model, records, None, cfg, out, resume=False, progress=False)
+    except torch.OutOfMemoryError as exc:
+        return {"batch": batch, "grad_cache_chunk_size": chunk, "error": f"out of memory: {str(exc)[:120]}"}
+    rate = statistics.median(h["examples_per_s"] for h in history[1:])
+    return {"batch": batch, "hard_negatives": hard_negatives, "grad_cache_chunk_size": chunk,
+            "mixed_precision": precision, "examples_per_s": round(rate, 1), "peak_gb": _peak_gb()}
+
+
+def sampling(s: dict, tokenizer, passages: list[dict]) -> dict:
+    """Questions/s of top-k / top-p sampling with a BART-large-sized generator (vocabulary 50,265)."""
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    from ecqg import qg
+
+    torch.manual_seed(0)
+    model = BartForConditionalGeneration(BartConfig(
+        vocab_size=50265, d_model=s["bart_hidden"], encoder_layers=s["bart_layers"], decoder_layers=s["bart_layers"],
+        encoder_attention_heads=s["bart_heads"], decoder_attention_heads=s["bart_heads"],
+        encoder_ffn_dim=s["bart_ffn"], decoder_ffn_dim=s["bart_ffn"], pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
+        decoder_start_token_id=tokenizer.sep_token_id, forced_eos_token_id=None))
+    inputs = [{"passage_id": str(i), "title": p["title"], "text": p["text"], "entity": None}
+              for i, p in enumerate(passages[:s["qg_passages"]])]
+    kwargs = dict(samples=2, batch_size=s["qg_batch"], max_new_tokens=48, source_max_length=s["passage_len"],
+                  autocast="auto", progress=False)
+    qg.generate_questions(model, tokenizer, inputs[:s["qg_batch"]], **kwargs)          # warm-up
+    _reset_peak()
+    _sync()
+    start = time.perf_counter()
+    _, drops = qg.generate_questions(model, tokenizer, inputs, **kwargs)
+    _sync()
+    seconds = time.perf_counter() - start
+    return {"passages_per_s": round(len(inputs) / seconds, 1), "samples_per_passage": 2,
+            "questions_per_s": round(drops["generated"] / seconds, 1), "max_new_tokens": 48,
+            "batch": s["qg_batch"], "peak_gb": _peak_gb()}
+
+
+def reading(s: dict, passages: list[dict]) -> dict:
+    """Questions/s of the round-trip reader with a RoBERTa-base-sized extractive reader (vocabulary 50,265)."""
+    from transformers import RobertaConfig, RobertaForQuestionAnswering
+
+    from ecqg.filtering import reader
+
+    tokenizer = _tokenizer()
+    torch.manual_seed(0)
+    model = RobertaForQuestionAnswering(RobertaConfig(
+        vocab_size=50265, num_hidden_layers=s["layers"], hidden_size=s["hidden"], num_attention_heads=s["heads"],
+        intermediate_size=s["ffn"], max_position_embeddings=514, pad_token_id=tokenizer.pad_token_id))
+    questions = [{"id": str(i), "question": " ".join(p["text"].split()[:10]) + "?", "context": p["text"]}
+                 for i, p in enumerate(itertools.islice(itertools.cycle(passages), s["reader_questions"]))]
+    kwargs = dict(max_length=384, stride=128, batch_size=s["reader_batch"], autocast="auto", progress=False)
+    reader.predict(model, tokenizer, questions[:s["reader_batch"]], **kwargs)             # warm-up
+    _reset_peak()
+    _sync()
+    start = time.perf_counter()
+    reader.predict(model, tokenizer, questions, **kwargs)
+    _sync()
+    return {"questions_per_s": round(len(questions) / (time.perf_counter() - start), 1), "batch": s["reader_batch"],
+            "peak_gb": _peak_gb()}
+
+
+def stage_counts(paper: dict) -> dict[str, int]:
+    """How many corpus encodings, fine-tunings and pre-trainings the paper profile's DAG runs (from dvc.yaml)."""
+    import yaml
+
+    from ecqg.dvc_stages import expanded_stages
+
+    dag = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))
+    names = [name for name, _ in expanded_stages(dag, paper)]
+    return {"encodings": sum(n.startswith("retrieve_") for n in names),      # untrained, dense, pre-trained only
+            "finetunings": sum(n.startswith(("dpr_training@", "dpr_synthetic@", "dpr_pseudo@", "dpr_poly_training@",
+                                             "dpr_poly_synthetic@")) for n in names),
+            "pretrainings": sum(n.startswith("dpr_pretraining") for n in names)}
+
+
+def projection(paper: dict, figures: dict) -> list[dict]:
+    """GPU-hours of each paper stage at the measured rates, from params/paper.yaml's sizes and the DAG's counts."""
+    dpr, gen = paper["dpr"], paper["qg"]["generate"]
+    counts = stage_counts(paper)
+    trained = [r for r in figures["finetune"] if "examples_per_s" in r]
+    best_train = max(trained, key=lambda r: r["examples_per_s"]) if trained else {"examples_per_s": float("nan")}
+    pretrain_rate = figures["pretrain"].get("examples_per_s", float("nan"))
+    questions = gen["uncon_passages"] * gen["samples"] * 2     # sampled for UnCon, about as many conditioned
+    enc_rate = figures["encoding"]["pipeline_passages_per_s"]
+    rows = [
+        (f"corpus encoding, 21M passages x {counts['encodings']} (every retrieve_* stage)",
+         counts["encodings"] * PAPER_PASSAGES / enc_rate, enc_rate, "passages/s"),
+        (f"DPR fine-tuning, {dpr['finetune']['epochs']} epochs x 58,880 x {counts['finetunings']} runs",
+         counts["finetunings"] * 58_880 * dpr["finetune"]["epochs"] / best_train["examples_per_s"],
+         best_train["examples_per_s"], "examples/s"),
+        (f"synthetic pre-training, {dpr['pretrain']['epochs']} epochs x {paper['mixing']['total']:,} x "
+         f"{counts['pretrainings']} runs", counts["pretrainings"] * paper["mixing"]["total"] *
+         dpr["pretrain"]["epochs"] / pretrain_rate, pretrain_rate, "examples/s"),
+        (f"question sampling, {questions:,} samples (UnCon + conditioned)",
+         questions / figures["sampling"]["questions_per_s"], figures["sampling"]["questions_per_s"], "questions/s"),
+        (f"round-trip reader over {questions:,} questions", questions / figures["reader"]["questions_per_s"],
+         figures["reader"]["questions_per_s"], "questions/s"),
+    ]
+    out = [{"stage": name, "gpu_hours": round(seconds / 3600, 2), "rate": rate, "unit": unit}
+           for name, seconds, rate, unit in rows]
+    out.append({"stage": "total", "gpu_hours": round(sum(r["gpu_hours"] for r in out), 1), "rate": None,
+                "unit": ""})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default="paper")
+    parser.add_argument("--out", help="also write the figures as JSON here")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    s = SIZES[args.size]
+    where = device.resolve()
+    autocast = device.autocast_dtype("float16" if where.type == "cuda" else "auto", where.type)
+    head = {"date": datetime.date.today().isoformat(), "device": device.describe(), "size": args.size,
+            "host": f"{platform.machine()} {platform.processor()}", "torch": torch.__version__}
+    print(f"# {json.dumps(head)}", flush=True)
+    tokenizer = _tokenizer()
+    passages = [{"id": str(i), **p} for i, p in enumerate(load_passages(s["passages"]))]
+    figures: dict = {**head}
+    steps = [("encoding", lambda: encoding(s, tokenizer, passages, autocast)),
+             ("finetune", lambda: [training(s, tokenizer, passages, s["train_batch"], c, 1) for c in s["chunks"]]),
+             ("pretrain", lambda: training(s, tokenizer, passages, s["pretrain_batch"], s["pretrain_chunk"], 0)),
+             ("sampling", lambda: sampling(s, tokenizer, passages)),
+             ("reader", lambda: reading(s, passages))]
+    for name, step in steps:
+        start = time.perf_counter()
+        figures[name] = step()
+        print(f"{name:9s} {time.perf_counter() - start:6.1f} s  {json.dumps(figures[name])}", flush=True)
+    figures["projection"] = projection(config.preset("paper", config.PRESETS_DIR), figures)
+    print(f"\n{'paper stage (params/paper.yaml sizes)':88s} {'GPU-hours':>9s}  measured rate")
+    for row in figures["projection"]:
+        print(f"{row['stage']:88s} {row['gpu_hours']:9.2f}  {row['rate']} {row['unit']}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
