@@ -143,6 +143,22 @@ def test_a_real_tiny_reader_trains_and_predicts(tokenizer, tmp_path):
     assert metrics["n"] == 12 and metrics["has_ans_n"] == 6 and metrics["no_ans_n"] == 6
 
 
+def test_a_long_question_leaves_the_window_room_for_the_stride(tokenizer):
+    """A question longer than the window minus the stride is cut further, not left to make the tokenizer panic
+    (``stride must be strictly less than max_len``): RoBERTa's pairs cost 4 special tokens, byte-level BPE questions
+    many pieces."""
+    cfg = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=128)
+    torch.manual_seed(0)
+    long_question = " ".join(["which"] * 70) + "?"
+    preds = F.predict(BertForQuestionAnswering(cfg), tokenizer, [example("a", long_question, LONG)], max_length=96,
+                      stride=32, progress=False)
+    assert set(preds) == {"a"}
+    with pytest.raises(ValueError, match=r"mrc.max_length \(20\) minus mrc.stride \(9\) leaves 7"):
+        F.predict(BertForQuestionAnswering(cfg), tokenizer, [example("a", "q?", LONG)], max_length=20, stride=9,
+                  progress=False)
+
+
 # --------------------------------------------------------------------------------------------------- metrics
 @pytest.mark.parametrize("pred, gold, em, f1", [
     ("The Jane Austen.", "jane austen", 1, 1.0),

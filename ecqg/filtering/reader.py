@@ -119,7 +119,13 @@ def _encode(tokenizer, questions: Sequence[str], contexts: Sequence[str], max_le
         raise ValueError(f"stride ({stride}) must be well below max_length ({max_length}), e.g. max_length // 4")
     if tokenizer.padding_side != "right":
         raise ValueError("the MRC features assume question-first inputs padded on the right")
-    return tokenizer(_cut_questions(tokenizer, questions, MAX_QUESTION_TOKENS), list(contexts),
+    # the question must leave the window more tokens than the stride (a RoBERTa pair costs 4 special tokens, and a
+    # byte-level BPE spends more tokens on a question than WordPiece): else the tokenizer panics mid-run
+    room = max_length - stride - tokenizer.num_special_tokens_to_add(pair=True) - 1
+    if room < 8:
+        raise ValueError(f"mrc.max_length ({max_length}) minus mrc.stride ({stride}) leaves {room} tokens for a "
+                         "question: raise mrc.max_length or lower mrc.stride")
+    return tokenizer(_cut_questions(tokenizer, questions, min(MAX_QUESTION_TOKENS, room)), list(contexts),
                      truncation="only_second", max_length=max_length, stride=stride,
                      return_overflowing_tokens=True, return_offsets_mapping=True, padding=False)
 
