@@ -18,16 +18,36 @@ from ecqg.pipeline.common import pool_passages, subset, test_gold_ids  # noqa: F
 PAPER_POSITION_BIAS = {"highest_first_half": 0.65, "lowest_second_half": 0.60}
 
 
-def sample_passages(params: Mapping) -> tuple[list[dict], dict]:
+def sample_passages(params: Mapping, size: int | None = None,
+                    purpose: str = "attention") -> tuple[list[dict], dict]:
     """A seeded sample of pool passages (``data.synthetic_pool``: the corpus, or every input passage); optionally
     without the test sets' gold passages (a leak guard: synthetic questions are later generated on these passages).
-    Returns the sample and what was excluded."""
+    Returns the sample and what was excluded. ``size``: how many (default ``attention.sample_passages``);
+    ``purpose`` names the sample in its seed (another purpose draws an independent sample)."""
     settings = params["attention"]
     excluded = test_gold_ids(params["data"]["test_sets"]) if settings["exclude_test_gold"] else set()
     pool = [p for p in pool_passages() if p["id"] not in excluded]
-    size = min(settings["sample_passages"], len(pool))
-    chosen = sorted(random.Random(f"{params['seed']}-attention").sample(range(len(pool)), size))
+    size = min(settings["sample_passages"] if size is None else size, len(pool))
+    chosen = sorted(random.Random(f"{params['seed']}-{purpose}").sample(range(len(pool)), size))
     return [pool[i] for i in chosen], {"pool": len(pool), "excluded_test_gold": len(excluded), "sampled": size}
+
+
+def conditioning_input(params: Mapping, model, studied: list[dict], study: AttentionStudy,
+                       selection: pd.DataFrame) -> tuple[list[dict], dict]:
+    """What stage 02 conditions on: per passage its lowest-attended entities under ``model`` (the baseline DPR).
+
+    ``attention.condition_passages`` null: the studied passages (their study is reused). A number N: a seeded sample
+    of N pool passages of its own (the paper studies 20k passages for the bias but conditions on enough passages for
+    500k questions), measured with the same analysis. Returns the records and how many passages were measured.
+    """
+    from ecqg.attention import analyze_passages
+
+    wanted = params["attention"]["condition_passages"]
+    if wanted is None:
+        return qg_entities(selection, studied), {"passages": len(studied), "reused_study": True}
+    passages, _ = sample_passages(params, wanted, purpose="condition")
+    measured = analyze_passages(model, passages, batch_size=params["attention"]["batch_size"])
+    return qg_entities(selection_for(measured, params), passages), {"passages": len(passages), "reused_study": False}
 
 
 def pick_example(selection: pd.DataFrame, passage_id: str | None = None) -> str:

@@ -54,9 +54,11 @@ def load_model(variant: str, params: Mapping, seed: int | None = None, **model_k
 
 
 def gold_records(params: Mapping) -> dict[str, list[dict]]:
-    """The gold DPR training records by part, after the profile's seeded sub-sampling (``max_examples``)."""
-    parts = {"gold_triples": list(read_dpr_retriever_json(paths.GOLD_DPR)),
-             "nq_dev_distant": list(read_dpr_retriever_json(paths.NQ_DEV_DISTANT))}
+    """The gold DPR training records by part, after the profile's seeded sub-sampling (``max_examples``): the gold
+    triples (or DPR's nq-train.json), and NQ dev with distant supervision when ``dpr.finetune.nq_dev_distant``."""
+    parts = {"gold_triples": list(read_dpr_retriever_json(paths.GOLD_DPR))}
+    if params["dpr"]["finetune"]["nq_dev_distant"]:
+        parts["nq_dev_distant"] = list(read_dpr_retriever_json(paths.NQ_DEV_DISTANT))
     limit = params["dpr"]["finetune"]["max_examples"]
     total = sum(len(v) for v in parts.values())
     if limit is None or limit >= total:
@@ -71,7 +73,8 @@ def gold_records(params: Mapping) -> dict[str, list[dict]]:
 
 def train_config(params: Mapping, phase: str = "finetune", seed: int | None = None) -> TrainConfig:
     """TrainConfig from ``params.dpr.<phase>`` (keys that only steer data selection are left out)."""
-    settings = {k: v for k, v in params["dpr"][phase].items() if k not in ("max_examples", "heldout")}
+    settings = {k: v for k, v in params["dpr"][phase].items() if k not in ("max_examples", "heldout",
+                                                                            "nq_dev_distant")}
     return TrainConfig.from_dict({**settings, "seed": params["seed"] if seed is None else seed})
 
 
