@@ -1,7 +1,7 @@
 """Notebook 07 in the pipeline: which questions and models the mechanism evaluations use, and ``mechanism.json``.
 
 Notebook 07 calls these one step at a time; the measures themselves are in :mod:`ecqg.mechanism`. The test set is
-NQ (the only one with gold passages); systems are Table 3's rows, dense ones as the mean over their training seeds.
+NQ (gold passages annotated in the bundle, or BM25's first answer-bearing passage for DPR's csv); systems are Table 3's rows, dense ones as the mean over their training seeds.
 """
 
 from __future__ import annotations
@@ -33,10 +33,26 @@ PAIRS = (("dpr_mixed", "dpr_baseline"), ("dpr_mixed", "dpr_uncon"), ("dpr_uncon"
 
 
 def nq_questions(params: Mapping) -> list[dict]:
+    """The NQ test questions, each with its gold passage ids: annotated (the bundle), or for a test set that has
+    none (DPR's nq-test.csv) the first passage of BM25's ranking that contains an answer (:mod:`ecqg.silver_gold`;
+    ``gold_source`` says so, :func:`gold_counts` counts them)."""
+    from ecqg.run_files import read_run
+    from ecqg.silver_gold import with_silver_gold
+
     if TEST_SET not in params["data"]["test_sets"]:
-        raise ValueError(f"the mechanism evaluations need the '{TEST_SET}' test set (with gold passages) in "
-                         "data.test_sets")
-    return [q for _, q in read_jsonl(paths.questions_file(TEST_SET))]
+        raise ValueError(f"the mechanism evaluations need the '{TEST_SET}' test set in data.test_sets")
+    questions = [q for _, q in read_jsonl(paths.questions_file(TEST_SET))]
+    if all(q.get("gold_ids") for q in questions):
+        return questions
+    run = read_run(paths.run_file("bm25", TEST_SET))
+    return with_silver_gold(questions, run, read_corpus(paths.CORPUS), params["retrieval"]["depth"])[0]
+
+
+def gold_counts(questions: Sequence[Mapping]) -> dict[str, int]:
+    """How many questions have annotated gold passages, silver ones (``gold_source``), or none."""
+    from collections import Counter
+
+    return dict(Counter("none" if not q.get("gold_ids") else q.get("gold_source", "annotated") for q in questions))
 
 
 def gold_passage_records(questions: Sequence[Mapping]) -> dict[str, dict]:
