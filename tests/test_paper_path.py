@@ -1,0 +1,51 @@
+"""The paper profile's code paths end to end: ``dvc repro`` on params/paper.yaml with DPR's file formats, a BART
+generator, a reader used as shipped, a BERT DPR and an IVF-PQ index, all tiny (``tests/paper_tiny.py``)."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from paper_tiny import paper_tiny_params, write_dpr_files, write_models  # noqa: E402
+from test_pipeline import REPO, _dvc, _repo_copy  # noqa: E402
+
+
+@pytest.mark.slow
+def test_paper_profile_dag_end_to_end(tmp_path):
+    repo = _repo_copy(tmp_path / "repo")
+    files = write_dpr_files(REPO / "data", repo / "downloads" / "data")
+    files = {k: Path("downloads/data") / v.name for k, v in files.items()}
+    models = write_models(REPO / "data", repo / "downloads" / "models")
+    models = {k: Path("downloads/models") / v.name for k, v in models.items()}
+    params = paper_tiny_params(repo, files, models)
+    (repo / "params.yaml").write_text("# paper_tiny: params/paper.yaml at test size (tests/paper_tiny.py)\n"
+                                      + yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+
+    run = _dvc(["repro"], repo)
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-4000:]
+
+    results = repo / "results" / "paper"
+    prepared = json.loads((results / "stage_prepare.json").read_text())
+    assert prepared["train_format"] == "dpr-retriever-json" and prepared["corpus_by_source"] == {"psgs_w100": 400}
+    table = json.loads((results / "table3.json").read_text())
+    for system in ("bm25", "dpr_baseline", "dpr_uncon", "dpr_mixed"):
+        for test_set in ("nq", "wq", "tqa"):
+            row = table["accuracy"][system][test_set]["all"]
+            assert row["n"] == 40 and 0 <= row["top1"] <= row["top20"] <= 100, (system, test_set)
+    index = json.loads((repo / "outputs/indexes/dense/baseline_s2022/index.json").read_text())
+    assert index["kind"] == "ivfpq" and index["ntotal"] == 400
+    qg = json.loads((results / "question_generation.json").read_text())
+    assert qg["generation"]["con"]["generated"] > 0 and qg["generation"]["uncon"]["generated"] > 0
+    filtering = json.loads((results / "filtering.json").read_text())
+    assert filtering["mrc"]["trained"] is False
+    bias = json.loads((results / "attention_bias.json").read_text())
+    assert bias["conditioning"]["reused_study"] is False and bias["sampling"]["excluded_test_gold"] == 0
+    # DPR's csv names no gold passages: 07 takes BM25's first answer-bearing passage, and says so
+    mechanism = json.loads((results / "mechanism.json").read_text())
+    gold = mechanism["setting"]["gold_passages"]
+    assert gold.get("bm25_first_answer", 0) > 0 and "annotated" not in gold
+    assert mechanism["position"]["counts"].get("ok", 0) > 0
+    assert "the first passage of BM25's ranking that contains an answer" in (repo / "README.md").read_text()
