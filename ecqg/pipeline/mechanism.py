@@ -1,7 +1,8 @@
 """Notebook 07 in the pipeline: which questions and models the mechanism evaluations use, and ``mechanism.json``.
 
 Notebook 07 calls these one step at a time; the measures themselves are in :mod:`ecqg.mechanism`. The test set is
-NQ (gold passages annotated in the bundle, or BM25's first answer-bearing passage for DPR's csv); systems are Table 3's rows, dense ones as the mean over their training seeds.
+NQ (gold passages annotated in the bundle, or BM25's first answer-bearing passage for DPR's csv); systems are
+Table 3's rows, dense ones as the mean over their training seeds.
 """
 
 from __future__ import annotations

@@ -50,10 +50,10 @@ def render_mechanism(mech: Mapping) -> str:
     out.append(f"NQ test ({setting.get('questions', '?')} questions); dense rows are seed-means; 95% bootstrap CIs"
                + (f" ({setting['n_boot']} resamples)" if setting.get("n_boot") else "") + ".\n")
     gold = setting.get("gold_passages", {})
-    if set(gold) - {"annotated"}:      # a test set without annotated gold passages (DPR's csv): say where they came from
-        out.append(f"Gold passages: {gold.get('annotated', 0)} annotated, {gold.get('bm25_first_answer', 0)} the first "
-                   f"passage of BM25's ranking that contains an answer (the test set names none), {gold.get('none', 0)} "
-                   "none.\n")
+    if set(gold) - {"annotated"}:      # a test set without gold passages (DPR's csv): say where they came from
+        out.append(f"Gold passages: {gold.get('annotated', 0)} annotated, {gold.get('bm25_first_answer', 0)} the "
+                   "first passage of BM25's ranking that contains an answer (the test set names none), "
+                   f"{gold.get('none', 0)} none.\n")
     position = mech.get("position", {})
     if position.get("accuracy"):
         counts = position.get("counts", {})

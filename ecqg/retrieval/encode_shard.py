@@ -7,8 +7,9 @@ Run one process per shard (on as many machines as you have), then merge and inde
     python -c "from ecqg.retrieval import dense; dense.merge_shards('embeddings/', 'embeddings/merged')"
 
 The device and autocast follow the project's policy (``device`` and ``dpr.encode.autocast`` in params.yaml, or
-``--device`` / ``--autocast``): fp16 or bf16 on a GPU. Each worker streams only its contiguous slice; ``--total`` (count once with ``dense.count_passages``) spares every
-worker a counting pass. The shard directory appears atomically, so a killed worker leaves nothing that looks done.
+``--device`` / ``--autocast``): fp16 or bf16 on a GPU. Each worker streams only its contiguous slice; ``--total``
+(count once with ``dense.count_passages``) spares every worker a counting pass. The shard directory appears
+atomically, so a killed worker leaves nothing that looks done.
 """
 
 from __future__ import annotations
