@@ -28,9 +28,10 @@ $(STAMP): requirements/base.txt requirements/constraints.txt requirements/models
 	$(PY) -m ecqg.doctor
 	@touch $(STAMP)
 
-# Params are checked (values, cross-key rules, input files) before DVC touches any output.
+# Params are checked (values, cross-key rules; then that every input file exists) before DVC touches any output.
 repro: $(STAMP)
 	$(PY) -m ecqg.config check
+	$(PY) -m ecqg.config inputs
 	dvc repro
 
 test: $(STAMP)

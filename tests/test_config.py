@@ -28,25 +28,31 @@ def test_every_preset_is_valid():
 
 @pytest.mark.parametrize("profile", config.PROFILES)
 def test_every_preset_is_valid_as_make_profile_writes_it(tmp_path, presets, monkeypatch, profile):
-    """The file `make profile` writes passes the check `make repro` runs (values read back by PyYAML, as DVC reads
-    them: a float written ``2e-05`` would come back as a string). The paper's input files are made empty here: a
-    user downloads them."""
+    """The file `make profile` writes passes `python -m ecqg.config check` (values read back by PyYAML, as DVC reads
+    them: a float written ``2e-05`` would come back as a string), also before any input file exists; `make repro`'s
+    next step (`inputs`) stops until they do."""
     import subprocess
     import sys
 
     target = tmp_path / "params.yaml"
     config.write_profile(profile, target, presets)
     assert yaml.safe_load(target.read_text()) == config.preset(profile, presets)
+
+    def cli(command):
+        return subprocess.run([sys.executable, "-m", "ecqg.config", command], cwd=tmp_path, capture_output=True,
+                              text=True)
+
+    run = cli("check")                       # a fresh clone: valid values, no downloaded files yet
+    assert run.returncode == 0 and "not present yet" in run.stdout, run.stderr
+    missing = cli("inputs")                  # what `make repro` runs next: it stops, naming the file
+    assert missing.returncode == 2 and "'data.corpus' names" in missing.stderr
     params = config.load(target)
-    for key in config.INPUT_KEYS:
-        (tmp_path / config._flatten(params)[key]).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / config._flatten(params)[key]).touch()
-    for path in params["data"]["test_sets"].values():
+    for path in [config._flatten(params)[key] for key in config.INPUT_KEYS] + list(params["data"]["test_sets"].values()):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).touch()
-    run = subprocess.run([sys.executable, "-m", "ecqg.config", "check"], cwd=tmp_path, capture_output=True,
-                         text=True)
+    run = cli("check")
     assert run.returncode == 0, run.stderr
+    assert cli("inputs").returncode == 0
 
 
 def test_floats_are_written_so_yaml_reads_floats():
@@ -178,6 +184,7 @@ def test_make_repro_checks_params_before_dvc_runs():
     recipe = (REPO / "Makefile").read_text().split("\nrepro:")[1].split("\n\n")[0]
     lines = [line.strip() for line in recipe.splitlines()[1:]]
     assert lines.index("$(PY) -m ecqg.config check") < lines.index("dvc repro")
+    assert lines.index("$(PY) -m ecqg.config inputs") < lines.index("dvc repro")
 
 
 def test_config_check_fails_on_a_typo_and_names_the_key(tmp_path):
