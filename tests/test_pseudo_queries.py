@@ -18,6 +18,17 @@ def weights():
     return pq.TermWeights([p["text"] for p in PASSAGES.values()])
 
 
+def test_streamed_idf_is_scikit_learns(weights):
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    texts = [p["text"] for p in PASSAGES.values()] + ["Vienna and Vienna again, with the barges of Vienna."]
+    fitted = TfidfVectorizer(lowercase=True, stop_words="english", sublinear_tf=True,
+                             token_pattern=pq._WORD.pattern).fit(texts)
+    streamed = pq.TermWeights(iter(texts))
+    assert streamed.vocabulary == fitted.vocabulary_
+    assert streamed.idf.tolist() == fitted.idf_.tolist()          # bit for bit
+
+
 def test_top_words_are_the_rarest_content_words_in_text_order(weights):
     words = weights.top_words(PASSAGES["a"]["text"], 3)
     assert len(words) == 3 and "the" not in words and "danube" not in words       # stop word; in 2 of 3 passages

@@ -19,7 +19,7 @@ from ecqg.data.dpr import read_dpr_retriever_json, write_dpr_retriever_json
 from ecqg.data.records import read_corpus
 from ecqg.errors import DataFormatError
 from ecqg.io import empty_directory
-from ecqg.pipeline.common import passages_by_id
+from ecqg.pipeline.common import passages_by_id, pool_passages
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +64,8 @@ def build_sets(params: Mapping, progress: bool = True) -> tuple[dict[str, list[d
 
     settings, seed = params["pseudo"], params["seed"]
     pool, uncon_questions = passage_pool()
-    passages = passages_by_id()
-    weights = pseudo_queries.TermWeights([p["text"] for p in passages.values()])
+    passages = passages_by_id(set(pool))       # the pool's passages; a set's negatives are added below
+    weights = pseudo_queries.TermWeights(p["text"] for p in pool_passages())   # streamed: O(vocabulary)
     sentences = sentence_texts(passages, pool)
     searcher = BM25Searcher(paths.BM25_INDEX, k1=params["bm25"]["k1"], b=params["bm25"]["b"])
     indexed = {p["id"] for p in read_corpus(paths.CORPUS)}       # what the BM25 index holds
@@ -89,7 +89,9 @@ def build_sets(params: Mapping, progress: bool = True) -> tuple[dict[str, list[d
     sets = {}
     for kind in pseudo_queries.KINDS:
         records, counts = pseudo_queries.build(kind, pool, passages, weights, settings["m"], seed, sentences)
-        examples, negatives = pseudo_queries.dpr_examples(records, search(records), passages, n_hard=N_HARD)
+        run = search(records)
+        passages.update(passages_by_id({pid for hits in run.values() for pid, _ in hits} - passages.keys()))
+        examples, negatives = pseudo_queries.dpr_examples(records, run, passages, n_hard=N_HARD)
         sets[kind] = examples
         figures[kind] = {**counts, **{f"negatives_{k}": v for k, v in negatives.items() if k != "questions"}}
         log.info("%s: %d queries over %d passages (%s)", kind, counts["queries"], counts["passages"], figures[kind])
