@@ -82,6 +82,9 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "profile": ((str,), lambda v: v in PROFILES, f"one of {PROFILES}"),
     "seed": ((int,), _nonneg, "an integer >= 0"),
     "device": ((str,), is_valid_setting, "auto, cpu, cuda or cuda:N"),
+    "processes": ((int,), _positive, "an integer > 0"),
+    "launcher_args": ((list, type(None)), lambda v: v is None or all(isinstance(a, str) for a in v),
+                      "null or a list of torchrun arguments (strings)"),
     "data.corpus": ((str,), bool, "a file path"),
     "data.test_sets": ((dict,), _paths, "a mapping name -> file path"),
     "data.train_gold": ((str,), bool, "a file path"),
@@ -230,6 +233,13 @@ def _hybrids_trained(flat: dict) -> str | None:
     return None
 
 
+def _processes_on_one_gpu(flat: dict) -> str | None:
+    if flat["processes"] > 1 and flat["device"].startswith("cuda:"):
+        return (f"'processes' is {flat['processes']} but 'device' is {flat['device']!r}: every process would use "
+                "that one GPU; use device: auto (each process takes the GPU of its local rank)")
+    return None
+
+
 def _lowest_below_min_entities(flat: dict) -> str | None:
     if flat["attention.min_entities"] <= flat["attention.lowest_entities"]:
         return (f"'attention.min_entities' ({flat['attention.min_entities']}) must exceed "
@@ -241,7 +251,7 @@ def _lowest_below_min_entities(flat: dict) -> str | None:
 # Rules that relate several keys: each returns a message naming the keys, or None when the values agree.
 CROSS_RULES: tuple[Callable[[dict], str | None], ...] = (
     _stride_below_window, _heldout_leaves_training_data, _index_params_fit_kind,
-    _lowest_below_min_entities, _hybrid_depth_within_runs, _hybrids_trained)
+    _lowest_below_min_entities, _hybrid_depth_within_runs, _hybrids_trained, _processes_on_one_gpu)
 # Input files named in params (dotted key -> path), checked to exist by `check_inputs` before a run starts.
 INPUT_KEYS = ("data.corpus", "data.train_gold", "data.nq_dev", "data.mrc_unanswerable")
 # Keys whose value is a mapping checked as a whole (their children are not separate rules).

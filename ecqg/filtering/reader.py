@@ -292,6 +292,24 @@ def predict(model, tokenizer, questions: Sequence[Mapping], passages: Mapping[st
 
     Windows are batched longest first and padded per batch; ``chunk_size`` questions are tokenised at a time.
     """
+    ids, texts, contexts = questions_with_contexts(questions, passages, where)
+    start = time.perf_counter()
+    out: dict[str, dict[str, Any]] = {}
+    with tqdm(total=len(ids), desc="MRC predict", unit="q", disable=not progress) as bar:
+        for lo in range(0, len(ids), chunk_size):
+            hi = lo + chunk_size
+            out.update(_predict_contexts(model, tokenizer, ids[lo:hi], texts[lo:hi], contexts[lo:hi], max_length,
+                                         stride, max_answer_length, null_threshold, batch_size, autocast, bar))
+    seconds = time.perf_counter() - start
+    log.info("MRC predict: %d questions in %.1f s (%.1f questions/s)", len(ids), seconds,
+             len(ids) / max(seconds, 1e-9))
+    return out
+
+
+def questions_with_contexts(questions: Sequence[Mapping], passages: Mapping[str, Mapping] | None = None,
+                            where: str = "questions") -> tuple[list[str], list[str], list[str]]:
+    """``(ids, questions, contexts)``, checked: unique non-empty ids, a question, and a ``context`` or a
+    ``passage_id`` found in ``passages`` (errors name the record and field)."""
     ids = [require_nonempty_str(q, "id", where, i) for i, q in enumerate(questions)]
     if len(set(ids)) != len(ids):
         dup = next(k for k, c in collections.Counter(ids).items() if c > 1)
@@ -305,14 +323,34 @@ def predict(model, tokenizer, questions: Sequence[Mapping], passages: Mapping[st
             if passages is None:
                 raise DataFormatError(where, i, "context", "no context, and no passages to look the passage_id up")
             contexts.append(passage_of(passages, require_nonempty_str(q, "passage_id", where, i), where, i)["text"])
-    start = time.perf_counter()
-    out: dict[str, dict[str, Any]] = {}
-    with tqdm(total=len(ids), desc="MRC predict", unit="q", disable=not progress) as bar:
-        for lo in range(0, len(ids), chunk_size):
-            hi = lo + chunk_size
-            out.update(_predict_contexts(model, tokenizer, ids[lo:hi], texts[lo:hi], contexts[lo:hi], max_length,
-                                         stride, max_answer_length, null_threshold, batch_size, autocast, bar))
-    seconds = time.perf_counter() - start
-    log.info("MRC predict: %d questions in %.1f s (%.1f questions/s)", len(ids), seconds,
-             len(ids) / max(seconds, 1e-9))
-    return out
+    return ids, texts, contexts
+
+
+def predict_in_processes(model, tokenizer, questions: Sequence[Mapping], passages: Mapping[str, Mapping] | None,
+                         params: Mapping, progress: bool = True, where: str = "questions",
+                         **settings) -> dict[str, dict[str, Any]]:
+    """:func:`predict` split over ``processes`` torchrun workers (:mod:`ecqg.parallel`), whole chunks each, so the
+    predictions are the single process's; with one process it is :func:`predict` itself."""
+    from ecqg import parallel
+
+    if parallel.processes(params) <= 1:
+        return predict(model, tokenizer, questions, passages, progress=progress, where=where, **settings)
+    ids, texts, contexts = questions_with_contexts(questions, passages, where)
+    job = {"questions": [{"id": i, "question": q, "context": c} for i, q, c in zip(ids, texts, contexts)],
+           "settings": {"chunk_size": 2048, **settings}}
+    with parallel.job_directory("read") as job_dir:
+        save_mrc(model, tokenizer, job_dir / parallel.MODEL_DIR)
+        parts = parallel.run("read", job, job_dir, params, progress)
+    return {qid: prediction for part in parts for qid, prediction in part.items()}
+
+
+def predict_part(job: Mapping[str, Any], rank: int, world: int, job_dir) -> dict[str, dict[str, Any]]:
+    """One torchrun worker of :func:`predict_in_processes`: whole chunks of its block."""
+    from ecqg.parallel import MODEL_DIR, block
+
+    questions, settings = job["questions"], job["settings"]
+    lo, hi = block(len(questions), settings["chunk_size"], rank, world)
+    if lo == hi:
+        return {}
+    model, tokenizer = build_mrc_model(str(Path(job_dir) / MODEL_DIR))
+    return predict(model, tokenizer, questions[lo:hi], progress=job["progress"] and rank == 0, **settings)

@@ -262,10 +262,10 @@ def retrieve_all(variant: str, params: Mapping, seed: int | None = None, progres
 
     Memory stays bounded by a chunk at any corpus size: the vectors stream to a memmap beside the index
     (``<index dir>.embeddings/``, removed once the index is saved) and FAISS adds them from there chunk by chunk.
+    With ``processes`` above 1 the encoding is split over torchrun workers (:mod:`ecqg.parallel`).
     Before encoding, the memory and disk the index needs are estimated from the corpus size and the stage refuses,
     naming the setting, when they would not fit (:mod:`ecqg.retrieval.capacity`)."""
-    from ecqg import device
-    from ecqg.data.records import read_corpus
+    from ecqg import device, parallel
     from ecqg.run_files import write_run
     from ecqg.retrieval import capacity, dense, faiss_index
 
@@ -283,11 +283,11 @@ def retrieve_all(variant: str, params: Mapping, seed: int | None = None, progres
     if scratch.is_dir():
         remove_directory(scratch)
     start = time.perf_counter()
-    shard = dense.write_shard(model, read_corpus(paths.CORPUS), scratch, total=n_passages,
-                              batch_size=settings["encode"]["batch_size"], dtype=settings["encode"]["dtype"],
-                              progress=progress, autocast=autocast)
+    ids, vectors = dense.encode_corpus(model, paths.CORPUS, scratch, n_passages, processes=parallel.processes(params),
+                                       params=params, batch_size=settings["encode"]["batch_size"],
+                                       dtype=settings["encode"]["dtype"], progress=progress, autocast=autocast)
     encode_s = time.perf_counter() - start
-    ids, vectors = faiss_index.index_rows(*dense.read_shard(shard))   # K rows per passage for a multi-vector model
+    ids, vectors = faiss_index.index_rows(ids, vectors)   # K rows per passage for a multi-vector model
     index = faiss_index.build_index(vectors, kind=settings["index"]["kind"], seed=params["seed"],
                                     progress=progress, **settings["index"]["params"])
     faiss_index.save_index(index, ids, index_dir)
@@ -295,7 +295,7 @@ def retrieve_all(variant: str, params: Mapping, seed: int | None = None, progres
     remove_directory(scratch)
     figures = {"passages": n_passages, "encode_s": round(encode_s, 1), "autocast": autocast,
                "passages_per_s": round(n_passages / max(encode_s, 1e-9), 1), "device": device.describe(),
-               "estimated_need": need.as_dict()}
+               "processes": parallel.processes(params), "estimated_need": need.as_dict()}
     if len(ids) != n_passages:
         figures["index_rows"] = len(ids)
     for name in params["data"]["test_sets"]:

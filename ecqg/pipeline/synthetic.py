@@ -82,14 +82,16 @@ def reader(params: Mapping, train: list[dict], progress: bool = True) -> tuple[A
 
 def read(model, tokenizer, questions: list[dict], passages: Mapping | None, params: Mapping,
          progress: bool = True) -> tuple[dict, float]:
-    """The reader's answers to ``questions`` (with striding) and the questions per second."""
-    from ecqg.filtering import predict
+    """The reader's answers to ``questions`` (with striding) and the questions per second; with ``processes``
+    above 1 split over torchrun workers."""
+    from ecqg.filtering.reader import predict_in_processes
 
     mrc = params["mrc"]
     start = time.perf_counter()
-    predictions = predict(model, tokenizer, questions, passages, max_length=mrc["max_length"], stride=mrc["stride"],
-                          max_answer_length=mrc["max_answer_length"], null_threshold=mrc["null_threshold"],
-                          progress=progress)
+    predictions = predict_in_processes(model, tokenizer, questions, passages, params, progress=progress,
+                                       max_length=mrc["max_length"], stride=mrc["stride"],
+                                       max_answer_length=mrc["max_answer_length"],
+                                       null_threshold=mrc["null_threshold"])
     return predictions, len(questions) / max(time.perf_counter() - start, 1e-9)
 
 

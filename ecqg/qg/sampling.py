@@ -128,3 +128,21 @@ def _sample_batch(model, tokenizer, enc, seed: int, *, top_k: int, top_p: float,
                          **PLAIN_SAMPLING)
     scores = model.compute_transition_scores(out.sequences, out.logits, normalize_logits=True)
     return out.sequences[:, -scores.shape[1]:], scores
+
+
+def generate_part(job: Mapping[str, Any], rank: int, world: int, job_dir) -> dict:
+    """One torchrun worker of a split sampling run (:mod:`ecqg.parallel`): whole batches of its block, so each
+    batch, and its seed, is the one a single process samples."""
+    from pathlib import Path
+
+    from ecqg.parallel import MODEL_DIR, block
+    from ecqg.qg.architectures import load_generator
+
+    inputs, settings = job["inputs"], job["settings"]
+    lo, hi = block(len(inputs), settings["batch_size"], rank, world)
+    if lo == hi:
+        return {"records": [], "drops": {}}
+    model, tokenizer = load_generator(Path(job_dir) / MODEL_DIR)
+    records, drops = generate_questions(model, tokenizer, inputs[lo:hi], **settings,
+                                        progress=job["progress"] and rank == 0)
+    return {"records": records, "drops": dict(drops)}

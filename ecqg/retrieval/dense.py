@@ -122,30 +122,37 @@ def shard_name(shard: tuple[int, int]) -> str:
     return f"shard-{shard[0]:05d}-of-{shard[1]:05d}"
 
 
-def _shard_slice(passages: Iterable[Mapping], shard: tuple[int, int] | None,
-                 total: int | None) -> tuple[Iterator[Mapping], int | None]:
-    """The passages of one shard (streamed) and their expected count (``None``: unknown)."""
-    if shard is None:
+def _shard_slice(passages: Iterable[Mapping], shard: tuple[int, int] | None, total: int | None,
+                 rows: tuple[int, int] | None = None) -> tuple[Iterator[Mapping], int | None]:
+    """The passages of one shard, or of the rows ``[start, end)`` (streamed), and their expected count (``None``:
+    unknown)."""
+    if shard is None and rows is None:
         return iter(passages), (len(passages) if isinstance(passages, Sequence) else total)
     if total is None:
         if not isinstance(passages, Sequence):
             raise ValueError("sharding a stream needs total= (the corpus size; see count_passages)")
         total = len(passages)
-    start, end = shard_bounds(total, shard)
-    return _checked_slice(iter(passages), start, end, total, shard), end - start
+    if rows is None:
+        start, end = shard_bounds(total, shard)
+        label = f"shard {shard[0]} of {shard[1]}"
+    else:
+        start, end = rows
+        if not 0 <= start <= end <= total:
+            raise ValueError(f"rows {rows} outside a corpus of {total} passages")
+        label = f"rows {start}-{end}"
+    return _checked_slice(iter(passages), start, end, total, label), end - start
 
 
-def _checked_slice(it: Iterator[Mapping], start: int, end: int, total: int, shard) -> Iterator[Mapping]:
+def _checked_slice(it: Iterator[Mapping], start: int, end: int, total: int, label: str) -> Iterator[Mapping]:
     """``islice`` that fails loudly when the stream disagrees with ``total`` (a wrong total mis-assigns passages)."""
     seen = 0
     for p in itertools.islice(it, start, end):
         seen += 1
         yield p
     if seen < end - start:
-        raise ShardError(f"shard {shard[0]} of {shard[1]}: the corpus ended after {start + seen} passages, "
-                         f"but total={total}")
-    if shard[0] == shard[1] - 1 and next(it, None) is not None:
-        raise ShardError(f"shard {shard[0]} of {shard[1]}: the corpus has more than total={total} passages")
+        raise ShardError(f"{label}: the corpus ended after {start + seen} passages, but total={total}")
+    if end == total and next(it, None) is not None:
+        raise ShardError(f"{label}: the corpus has more than total={total} passages")
 
 
 def count_passages(path: str | Path) -> int:
@@ -164,18 +171,20 @@ def _chunks(it: Iterable, size: int) -> Iterator[list]:
 def iter_passage_embeddings(model, passages: Iterable[Mapping], batch_size: int = 64,
                             shard: tuple[int, int] | None = None, total: int | None = None,
                             chunk_size: int = 50_000, progress: bool = True,
-                            autocast: str | None = None,
-                            prefetch: bool | None = None) -> Iterator[tuple[list[str], np.ndarray]]:
-    """Yield ``(ids, float32 vectors)`` chunk by chunk for (one shard of) the passages; memory is O(chunk_size).
+                            autocast: str | None = None, prefetch: bool | None = None,
+                            rows: tuple[int, int] | None = None) -> Iterator[tuple[list[str], np.ndarray]]:
+    """Yield ``(ids, float32 vectors)`` chunk by chunk for (one shard, or the ``rows`` ``[start, end)``, of) the
+    passages; memory is O(chunk_size).
 
     Sorting by length happens within a chunk, so a larger chunk pads a little less. ``prefetch`` reads and
     tokenises the next chunk in a background thread while this one is encoded (default: on an accelerator, where
     the device would otherwise wait for the host; on a CPU the thread only takes cores from the encoder).
     """
     _check_batch_size(batch_size)
-    stream, count = _shard_slice(passages, shard, total)
+    stream, count = _shard_slice(passages, shard, total, rows)
     start, done = time.perf_counter(), 0
-    desc = "encode passages" + (f" (shard {shard[0]}/{shard[1]})" if shard else "")
+    desc = "encode passages" + (f" (shard {shard[0]}/{shard[1]})" if shard else
+                                f" (rows {rows[0]}-{rows[1]})" if rows else "")
     with inference(model, autocast) as device, tqdm(total=count, desc=desc, unit="psg",
                                                      disable=not progress) as bar:
         ahead = device.type != "cpu" if prefetch is None else prefetch
@@ -260,8 +269,10 @@ def write_shard(model, passages: Iterable[Mapping], out_dir: str | Path, shard: 
     start = time.perf_counter()
     with atomic_path(target) as tmp:
         tmp.mkdir(parents=True)
-        ids = _fill_memmap(model, passages, tmp, shard, total, batch_size, dtype, chunk_size, progress, autocast,
-                           prefetch)
+        matrix = _new_matrix(tmp / EMBEDDINGS_FILE, model, end_row - start_row, dtype)
+        ids = _fill_rows(model, passages, matrix, (start_row, end_row), total, batch_size, chunk_size, progress,
+                         autocast, prefetch, offset=start_row)
+        del matrix
         seconds = time.perf_counter() - start
         (tmp / IDS_FILE).write_text(json.dumps(ids), encoding="utf-8")
         write_json(tmp / META_FILE, {"shard": shard[0], "num_shards": shard[1], "start": start_row,
@@ -273,19 +284,74 @@ def write_shard(model, passages: Iterable[Mapping], out_dir: str | Path, shard: 
     return target
 
 
-def _fill_memmap(model, passages, directory: Path, shard, total, batch_size, dtype, chunk_size, progress,
-                 autocast, prefetch) -> list[str]:
-    start_row, end_row = shard_bounds(total, shard)
-    matrix = np.lib.format.open_memmap(directory / EMBEDDINGS_FILE, mode="w+", dtype=dtype,
-                                       shape=(end_row - start_row, *_passage_shape(model)))
+def _new_matrix(path: Path, model, rows: int, dtype: str) -> np.ndarray:
+    """An ``.npy`` file of ``rows`` passage vectors, memory-mapped for writing."""
+    return np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(rows, *_passage_shape(model)))
+
+
+def _fill_rows(model, passages, matrix: np.ndarray, rows: tuple[int, int], total: int, batch_size: int,
+               chunk_size: int, progress: bool, autocast, prefetch, offset: int = 0) -> list[str]:
+    """Encode the corpus rows ``[start, end)`` into ``matrix[start - offset:end - offset]``, chunk by chunk;
+    returns their passage ids."""
     ids: list[str] = []
-    for chunk_ids, vectors in iter_passage_embeddings(model, passages, batch_size, shard, total, chunk_size,
-                                                      progress, autocast, prefetch):
-        matrix[len(ids):len(ids) + len(chunk_ids)] = vectors
+    at = rows[0] - offset
+    for chunk_ids, vectors in iter_passage_embeddings(model, passages, batch_size, None, total, chunk_size,
+                                                      progress, autocast, prefetch, rows=rows):
+        matrix[at + len(ids):at + len(ids) + len(chunk_ids)] = vectors
         ids += chunk_ids
     matrix.flush()
-    del matrix
     return ids
+
+
+def encode_corpus(model, corpus: str | Path, out_dir: str | Path, total: int, *, processes: int = 1,
+                  params: Mapping | None = None, batch_size: int = 64, dtype: str = "float32",
+                  chunk_size: int = 50_000, autocast: str | None = None, progress: bool = True,
+                  prefetch: bool | None = None) -> tuple[list[str], np.ndarray]:
+    """Encode a corpus file into ``out_dir/embeddings.npy``; returns its passage ids and the vectors, memory-mapped
+    read-only. Memory is one chunk per process at any corpus size.
+
+    ``processes`` above 1 splits the rows over torchrun workers (:mod:`ecqg.parallel`; ``params`` gives its
+    settings): each writes whole chunks of its block into the one file, so the vectors are the single process's.
+    A worker skips to its block by reading the corpus from the start (seconds per million passages)."""
+    dtype = _check_dtype(dtype)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / EMBEDDINGS_FILE
+    matrix = _new_matrix(path, model, total, dtype)
+    if processes <= 1:
+        from ecqg.data.records import read_corpus
+
+        ids = _fill_rows(model, read_corpus(corpus), matrix, (0, total), total, batch_size, chunk_size, progress,
+                         autocast, prefetch)
+        del matrix
+    else:
+        from ecqg import parallel
+
+        del matrix
+        with parallel.job_directory("encode") as job_dir:
+            model.save(job_dir / parallel.MODEL_DIR)
+            job = {"corpus": str(corpus), "total": total, "matrix": str(path.resolve()), "batch_size": batch_size,
+                   "chunk_size": chunk_size, "autocast": autocast, "prefetch": prefetch}
+            parts = parallel.run("encode", job, job_dir, {**(params or {}), "processes": processes}, progress)
+        ids = [pid for part in parts for pid in part]
+    if len(ids) != total:
+        raise ShardError(f"{out_dir}: {len(ids)} passages encoded, expected {total}")
+    return ids, np.load(path, mmap_mode="r", allow_pickle=False)
+
+
+def encode_part(job: Mapping, rank: int, world: int, job_dir: Path) -> list[str]:
+    """One torchrun worker of :func:`encode_corpus`: whole chunks of its block into its rows of the shared file."""
+    from ecqg.data.records import read_corpus
+    from ecqg.parallel import MODEL_DIR, block
+    from ecqg.retrieval.retriever import load_retriever
+
+    model = load_retriever(Path(job_dir) / MODEL_DIR)
+    rows = block(job["total"], job["chunk_size"], rank, world)
+    matrix = np.load(job["matrix"], mmap_mode="r+", allow_pickle=False)
+    if rows[0] == rows[1]:
+        return []
+    return _fill_rows(model, read_corpus(job["corpus"]), matrix, rows, job["total"], job["batch_size"],
+                      job["chunk_size"], job["progress"] and rank == 0, job["autocast"], job["prefetch"])
 
 
 def list_shards(directory: str | Path) -> list[Path]:
