@@ -78,17 +78,10 @@ def _qg_inputs(n):
 def _trained_tiny_bart(tokenizer, tmp_path):
     """A tiny BART taught for a few steps to write ``answer <sep> question?``, so that most samples parse and the
     comparison covers real records, not only drop counts."""
-    from transformers import BartConfig, BartForConditionalGeneration
-
     from ecqg import qg
+    from tests.test_qg import tiny_bart
 
-    config = BartConfig(vocab_size=tokenizer.vocab_size, d_model=32, encoder_layers=1, decoder_layers=1,
-                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
-                        max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id,
-                        bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
-                        decoder_start_token_id=tokenizer.sep_token_id, forced_bos_token_id=tokenizer.cls_token_id)
-    torch.manual_seed(0)
-    model = BartForConditionalGeneration(config)
+    model = tiny_bart(tokenizer, width=32)
     inputs = _qg_inputs(8)
     sources = [qg.format_source(i["title"], i["text"], i["entity"], 0, "markers") for i in inputs]
     targets = [f"{i['entity']} <sep> which {w} is the {i['entity']} of the city?" for i, w in zip(inputs, WORDS)]

@@ -204,22 +204,29 @@ def test_generation_schema_determinism_and_drops(tiny, monkeypatch):
         qg.generate_questions(model, tokenizer, [{**_inputs()[0], "entity": None}], **kwargs)
 
 
+def tiny_bart(tokenizer, width: int = 16):
+    """A random one-layer BART over a BERT WordPiece tokenizer ([CLS] starts, [SEP] ends), ``width`` wide."""
+    import torch
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    config = BartConfig(vocab_size=tokenizer.vocab_size, d_model=width, encoder_layers=1, decoder_layers=1,
+                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=2 * width,
+                        decoder_ffn_dim=2 * width, max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id,
+                        bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
+                        decoder_start_token_id=tokenizer.sep_token_id, forced_bos_token_id=tokenizer.cls_token_id)
+    torch.manual_seed(0)
+    return BartForConditionalGeneration(config)
+
+
 def test_a_bart_with_its_shipped_generation_config_samples(monkeypatch):
     """The paper's generator family: a tiny random BART carrying facebook/bart-large's generation settings (beam
     search, no-repeat n-grams) samples with top-k / top-p, one sequence per sample, reproducibly."""
-    import torch
-    from transformers import AutoTokenizer, BartConfig, BartForConditionalGeneration
+    from transformers import AutoTokenizer
 
     from ecqg.models import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(BUNDLED_ENCODER))
-    config = BartConfig(vocab_size=tokenizer.vocab_size, d_model=16, encoder_layers=1, decoder_layers=1,
-                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
-                        max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id,
-                        bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
-                        decoder_start_token_id=tokenizer.sep_token_id, forced_bos_token_id=tokenizer.cls_token_id)
-    torch.manual_seed(0)
-    model = BartForConditionalGeneration(config)
+    model = tiny_bart(tokenizer)
     model.generation_config.update(num_beams=4, no_repeat_ngram_size=3, early_stopping=True, length_penalty=2.0)
     monkeypatch.setattr(tokenizer, "batch_decode", lambda seqs, **_: [f"a{len(s)} <sep> what is it?" for s in seqs])
     kwargs = dict(marking="markers", samples=2, batch_size=2, max_new_tokens=5, seed=3, progress=False)
