@@ -91,3 +91,27 @@ def test_a_cut_run_decides_as_an_uninterrupted_one(tokenizer, tmp_path):
     strip = ("examples_per_s", "step_seconds")
     assert [{k: v for k, v in h.items() if k not in strip} for h in again] == \
         [{k: v for k, v in h.items() if k not in strip} for h in whole]
+
+
+def test_corpus_validation_finds_held_out_answers_and_keeps_the_curve_runs(tokenizer, tmp_path, monkeypatch):
+    """The pipeline's validation: held-out questions retrieved over the corpus plus their own positives (answer
+    hits), and the test sets' runs of each snapshot over the corpus alone."""
+    from ecqg.io import write_jsonl
+    from ecqg.pipeline.finetune_validation import corpus_validator, curve_step_dir
+    from ecqg.run_files import read_run
+
+    monkeypatch.chdir(tmp_path)
+    corpus = [{"id": f"c{i}", "title": w, "text": f"the {w} is far away", "source": "t"}
+              for i, w in enumerate(["lake", "hill", "forest"])]
+    write_jsonl(tmp_path / "outputs" / "data" / "corpus.jsonl", corpus)
+    write_jsonl(tmp_path / "outputs" / "data" / "questions" / "nq.jsonl",
+                [{"id": "t1", "question": "where is the lake", "answers": ["lake"]}])
+    params = {"data": {"test_sets": {"nq": "unused"}}, "retrieval": {"depth": 3},
+              "dpr": {"encode": {"batch_size": 4, "autocast": None}}}
+    held = records(4)                                   # positives p0..p3: not in the corpus, added for validation
+    validate = corpus_validator(params, held, tmp_path / "curve")
+    figures = validate(tiny_biencoder(tokenizer, dropout=0.0), 7)
+    assert figures["val_questions"] == 4 and figures["val_passages"] == 3 + 4
+    assert 0 <= figures["val_top1"] <= figures["val_top5"] <= figures["val_top20"] == 1.0   # 7 passages, 20 deep
+    run = read_run(curve_step_dir(tmp_path / "curve", 7) / "nq.trec")
+    assert {pid for pid, _ in run["t1"]} == {"c0", "c1", "c2"}      # the corpus only, as retrieve_dense searches
