@@ -77,6 +77,7 @@ def _train_rules(prefix: str, eval_every: bool = False, hard_negatives: bool = F
     return rules
 
 
+SELECT_METRICS = ("val_top1", "val_top5", "val_top20")
 # dotted key -> (allowed types, check or None, what a valid value looks like)
 RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "profile": ((str,), lambda v: v in PROFILES, f"one of {PROFILES}"),
@@ -116,6 +117,12 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "dpr.finetune.max_examples": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
     "dpr.finetune.heldout": ((int,), _positive, "an integer > 0"),
     "dpr.finetune.nq_dev_distant": ((bool,), None, "true or false"),
+    "dpr.finetune.patience": ((int, type(None)), lambda v: v is None or v >= 1, "null or an integer >= 1"),
+    "dpr.finetune.select_metric": ((str,), lambda v: v in SELECT_METRICS, f"one of {SELECT_METRICS}"),
+    "dpr.finetune.snapshot_steps": ((list,), lambda v: all(isinstance(n, int) and not isinstance(n, bool) and n >= 1
+                                                           for n in v), "a list of steps >= 1 (may be empty)"),
+    "dpr.finetune.validation": ((str,), lambda v: v in ("pool", "corpus"), "pool or corpus"),
+    "dpr.finetune.curve_runs": ((bool,), None, "true or false"),
     **_train_rules("dpr.pretrain", eval_every=True, hard_negatives=True, grad_cache=True),
     "dpr.pretrain.heldout": ((int,), _positive, "an integer > 0"),
     "dpr.encode.batch_size": ((int,), _positive, "an integer > 0"),
@@ -233,6 +240,12 @@ def _hybrids_trained(flat: dict) -> str | None:
     return None
 
 
+def _curve_needs_corpus_validation(flat: dict) -> str | None:
+    if flat["dpr.finetune.curve_runs"] and flat["dpr.finetune.validation"] != "corpus":
+        return "'dpr.finetune.curve_runs' needs 'dpr.finetune.validation: corpus' (the curve reuses its encoding)"
+    return None
+
+
 def _processes_on_one_gpu(flat: dict) -> str | None:
     if flat["processes"] > 1 and flat["device"].startswith("cuda:"):
         return (f"'processes' is {flat['processes']} but 'device' is {flat['device']!r}: every process would use "
@@ -251,7 +264,8 @@ def _lowest_below_min_entities(flat: dict) -> str | None:
 # Rules that relate several keys: each returns a message naming the keys, or None when the values agree.
 CROSS_RULES: tuple[Callable[[dict], str | None], ...] = (
     _stride_below_window, _heldout_leaves_training_data, _index_params_fit_kind,
-    _lowest_below_min_entities, _hybrid_depth_within_runs, _hybrids_trained, _processes_on_one_gpu)
+    _lowest_below_min_entities, _hybrid_depth_within_runs, _hybrids_trained, _processes_on_one_gpu,
+    _curve_needs_corpus_validation)
 # Input files named in params (dotted key -> path), checked to exist by `check_inputs` before a run starts.
 INPUT_KEYS = ("data.corpus", "data.train_gold", "data.nq_dev", "data.mrc_unanswerable")
 # Keys whose value is a mapping checked as a whole (their children are not separate rules).

@@ -112,7 +112,8 @@ def run(task: str, job: Mapping[str, Any], job_dir: Path, params: Mapping, progr
 
 def _run_relaying(command: list[str], task: str, n: int) -> None:
     """Run the launcher, printing its output as it comes (a notebook shows it; a DVC log too); fail with the tail."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # a progress bar refreshes 10 times a second; relayed into a notebook over hours that is a flood: every 30 s
+    env = {"TQDM_MININTERVAL": "30", **os.environ, "PYTHONUNBUFFERED": "1"}
     tail: deque[str] = deque(maxlen=60)
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
         for line in proc.stdout:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
+import shutil
 import time
 from typing import Mapping, Sequence
 
@@ -18,6 +19,8 @@ from ecqg import paths
 from ecqg.data.dpr import read_dpr_retriever_json
 from ecqg.io import copy_directory, empty_directory, read_jsonl, remove_directory
 from ecqg.pipeline.common import fingerprint, pretrain_seed, primary_seed, seeds
+from ecqg.pipeline.finetune_validation import CURVE_DIR
+from ecqg.retrieval import convergence
 from ecqg.retrieval.choices import DENSE_VARIANTS, POLY_VARIANT_DATA
 from ecqg.retrieval.retriever import Retriever, build_retriever, is_saved_retriever, load_retriever
 from ecqg.retrieval.train import TrainConfig, latest_checkpoint, train_biencoder, without_timings
@@ -71,10 +74,13 @@ def gold_records(params: Mapping) -> dict[str, list[dict]]:
     return out
 
 
+# dpr.<phase> keys that steer the data and the validation, not the optimisation (not TrainConfig fields)
+DATA_KEYS = ("max_examples", "heldout", "nq_dev_distant", "validation", "curve_runs")
+
+
 def train_config(params: Mapping, phase: str = "finetune", seed: int | None = None) -> TrainConfig:
     """TrainConfig from ``params.dpr.<phase>`` (keys that only steer data selection are left out)."""
-    settings = {k: v for k, v in params["dpr"][phase].items() if k not in ("max_examples", "heldout",
-                                                                            "nq_dev_distant")}
+    settings = {k: v for k, v in params["dpr"][phase].items() if k not in DATA_KEYS}
     return TrainConfig.from_dict({**settings, "seed": params["seed"] if seed is None else seed})
 
 
@@ -119,14 +125,16 @@ def synthetic_records(variant: str) -> list[dict]:
 
 
 def _train_phase(model: Retriever, records: list[dict], heldout: int, config: TrainConfig, run_dir, seed: int,
-                 progress: bool) -> dict:
-    """One training phase (pre-training or fine-tuning) in ``run_dir``, resumable; returns its figures."""
+                 progress: bool, validator=None) -> dict:
+    """One training phase (pre-training or fine-tuning) in ``run_dir``, resumable; returns its figures.
+    ``validator(held-out records) -> validate(model, step)`` replaces the pool validation."""
     train, held = split_records(records, heldout, seed)
     resumed_from = latest_checkpoint(run_dir / "checkpoints") if (run_dir / "checkpoints").is_dir() else None
     if resumed_from is not None:
         log.info("resuming an interrupted run from %s", resumed_from)
     start = time.perf_counter()
-    history = train_biencoder(model, train, held, config, run_dir, resume=True, progress=progress)
+    history = train_biencoder(model, train, held, config, run_dir, resume=True, progress=progress,
+                              validate=validator(held) if validator else None)
     return {"history": history, "train_examples": len(train), "heldout_examples": len(held),
             "train_seconds": time.perf_counter() - start, "run_dir": str(run_dir),
             "resumed_from": None if resumed_from is None else str(resumed_from)}
@@ -218,11 +226,27 @@ def train_variant(variant: str, params: Mapping, seed: int, progress: bool = Tru
     n_train = len(split_records(records, heldout, seed)[0])
     parts = [_settings_identity(variant, params), seed, n_train, len(records) - n_train] + start_identity
     run_dir = paths.checkpoint_dir(variant, seed) / fingerprint(*parts)
-    result = _train_phase(model, records, heldout, train_config(params, seed=seed), run_dir, seed, progress)
+    validator, curve = _finetune_validation(variant, params, seed, run_dir, progress)
+    result = _train_phase(model, records, heldout, train_config(params, seed=seed), run_dir, seed, progress, validator)
+    if curve is not None and curve.is_dir():     # the snapshots' test runs travel with the model
+        shutil.copytree(curve, run_dir / "model" / CURVE_DIR, dirs_exist_ok=True)
     copy_directory(run_dir / "model", paths.model_dir(variant, seed),
                    {"history.jsonl": without_timings(result["history"])})
     empty_directory(paths.checkpoint_dir(variant, seed))
     return {**result, "pretrained_from": None if pretrained_from is None else str(pretrained_from)}
+
+
+def _finetune_validation(variant: str, params: Mapping, seed: int, run_dir, progress: bool):
+    """``(validator, curve dir)``: with ``dpr.finetune.validation: corpus``, held-out gold questions retrieved over
+    the corpus (:mod:`ecqg.pipeline.finetune_validation`), and for the first seed with ``curve_runs`` the test
+    runs of every snapshot; ``(None, None)`` for DPR's pool validation."""
+    from ecqg.pipeline.finetune_validation import corpus_validator
+
+    settings = params["dpr"]["finetune"]
+    if settings["validation"] != "corpus":
+        return None, None
+    curve = run_dir / CURVE_DIR if settings["curve_runs"] and seed == primary_seed(params) else None
+    return (lambda held: corpus_validator(params, held, curve, progress)), curve
 
 
 def training_summary(params: Mapping, result: Mapping, variant: str, seed: int, phase: str) -> dict:
@@ -232,6 +256,13 @@ def training_summary(params: Mapping, result: Mapping, variant: str, seed: int, 
     history = result["history"]
     validation = [h for h in history if "val_top1" in h]
     rates = [h["examples_per_s"] for h in history if h.get("examples_per_s")]
+    settings = params["dpr"][phase]
+    shown, convergence_figures = (validation[-1] if validation else {}), {}
+    if settings.get("patience"):      # fine-tuning to convergence: the kept epoch end's validation
+        chosen = convergence.selected_step(history, settings["select_metric"])
+        shown = next((h for h in validation if h["step"] == chosen), shown)
+        convergence_figures = {"epochs_trained": history[-1]["epoch"] + 1 if history else 0, "selected_step": chosen,
+                               "select_metric": settings["select_metric"], "patience": settings["patience"]}
     return {
         "variant": variant, "phase": phase, "seed": seed, "profile": params["profile"],
         "base_model": params["dpr"]["base_model"], "pretrained_from": result.get("pretrained_from"),
@@ -240,7 +271,8 @@ def training_summary(params: Mapping, result: Mapping, variant: str, seed: int, 
         "examples_per_s": round(sum(rates) / len(rates), 2) if rates else None,
         "mixed_precision": resolve_mixed_precision(params["dpr"][phase]["mixed_precision"]),  # what ran here
         "final_loss": round(history[-1]["loss"], 4) if history else None,
-        **{k: round(float(v), 4) for k, v in (validation[-1] if validation else {}).items() if k.startswith("val_")},
+        **convergence_figures,
+        **{k: round(float(v), 4) for k, v in shown.items() if k.startswith("val_")},
     }
 
 

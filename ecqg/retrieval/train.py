@@ -44,6 +44,8 @@ What it does (Karpukhin et al. 2020, as used by the paper's baseline, UnCon-DPR 
 * **Validation** every ``eval_every`` steps and at the end, on held-out records (never the test set): DPR's "average
   rank" validation. The pool is every held-out record's first positive plus all its hard negatives (deduplicated);
   metrics: mean 1-based rank of the positive, top-1/5/20 accuracy within the pool, mean NLL over the pool.
+* **Convergence** (``patience``, ``snapshot_steps``; :mod:`ecqg.retrieval.convergence`): validated snapshots at
+  every epoch end and chosen steps, a patience rule over epochs, the best epoch end kept as the trained model.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ import numpy as np
 import torch
 
 from ecqg.io import complete_checkpoints, remove_directory, write_json, write_jsonl
+from ecqg.retrieval import convergence
 from ecqg.retrieval.contrastive import ContrastiveStep, EncoderModule, all_reduce_gradients
 from ecqg.retrieval.retriever import Retriever
 from ecqg.retrieval.train_data import Batch, check_records, data_fingerprint, epoch_batches, make_batch
@@ -81,7 +84,7 @@ def without_timings(history: Sequence[dict]) -> list[dict]:
 
 STATE_FILE = "state.json"
 # Config fields that do not change the training trajectory, so they may differ when resuming.
-_RESUME_FREE = {"checkpoint_every", "keep_checkpoints", "eval_every", "eval_batch_size", "log_every"}
+_RESUME_FREE = {"checkpoint_every", "keep_checkpoints", "eval_every", "eval_batch_size", "log_every", "snapshot_steps"}
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -113,6 +116,10 @@ class TrainConfig:
     drop_last: bool = True                # drop the epoch's incomplete last batch (fewer in-batch negatives)
     mixed_precision: str = "no"           # Accelerate: "no", "fp16", "bf16"; "auto": bf16 where native, else "no"
     log_every: int = 50
+    patience: int | None = None           # stop after this many epoch ends without a better select_metric and keep
+                                          # the best epoch end (ecqg.retrieval.convergence); None: train all epochs
+    select_metric: str = "val_top20"      # what patience and the selection compare (higher is better)
+    snapshot_steps: tuple[int, ...] = ()  # validated snapshots besides the epoch ends (e.g. 25: a point on a curve)
 
     def __post_init__(self):
         positive = ["lr", "epochs", "batch_size", "eval_batch_size", "keep_checkpoints", "log_every"]
@@ -129,6 +136,14 @@ class TrainConfig:
             raise ValueError("TrainConfig.hard_negatives, weight_decay, seed and warmup_steps must be >= 0")
         if not 0 <= self.warmup_ratio < 1:
             raise ValueError(f"TrainConfig.warmup_ratio must be in [0, 1), got {self.warmup_ratio!r}")
+        object.__setattr__(self, "snapshot_steps", tuple(self.snapshot_steps or ()))
+        if any(not isinstance(n, int) or n < 1 for n in self.snapshot_steps):
+            raise ValueError(f"TrainConfig.snapshot_steps must be steps >= 1, got {self.snapshot_steps!r}")
+        if self.patience is not None and self.patience < 1:
+            raise ValueError(f"TrainConfig.patience must be >= 1 or None, got {self.patience!r}")
+        if not self.select_metric.startswith("val_"):
+            raise ValueError(f"TrainConfig.select_metric must name a validation figure (val_...), got "
+                             f"{self.select_metric!r}")
         if self.mixed_precision not in ("no", "fp16", "bf16", "auto"):
             raise ValueError(f"TrainConfig.mixed_precision must be no/fp16/bf16/auto, got {self.mixed_precision!r}")
 
@@ -221,9 +236,10 @@ def make_accelerator(config: TrainConfig):
 
 class _Trainer:
     def __init__(self, bi: Retriever, train_records, val_records, config: TrainConfig, output_dir: Path,
-                 accelerator, progress: bool, callback):
+                 accelerator, progress: bool, callback, validator=None):
         self.bi, self.train, self.val, self.cfg = bi, list(train_records), list(val_records or []), config
         self.out, self.acc, self.show_progress, self.callback = output_dir, accelerator, progress, callback
+        self.validator = validator
         self.ckpt_dir = output_dir / "checkpoints"
         self.steps_per_epoch = len(epoch_batches(len(self.train), config.batch_size, config.seed, 0, config.drop_last))
         if self.steps_per_epoch == 0:
@@ -274,7 +290,10 @@ class _Trainer:
         return state
 
     def _load_weights(self, checkpoint: Path) -> None:
-        saved = type(self.bi).load(checkpoint / "model")
+        self._load_weights_from(checkpoint / "model")
+
+    def _load_weights_from(self, model_dir: Path) -> None:
+        saved = type(self.bi).load(model_dir)
         self.bi.load_state_dict(saved.state_dict())
 
     def _load_optimisation_state(self, checkpoint: Path) -> None:
@@ -339,10 +358,47 @@ class _Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         return loss, norm
 
-    def _validate(self) -> dict[str, float]:
-        if not self.val or not self.acc.is_main_process:
+    def _validate(self, step: int) -> dict[str, float]:
+        """The caller's ``validate(model, step)`` when given, else DPR's pool validation on the held-out records (on
+        the main process; {} elsewhere)."""
+        if not self.acc.is_main_process:
+            return {}
+        if self.validator is not None:
+            return self.validator(self.bi, step)
+        if not self.val:
             return {}
         return evaluate_biencoder(self.bi, self.val, self.cfg.eval_batch_size, self.acc.device)
+
+    # --- convergence (ecqg.retrieval.convergence) -------------------------------------------------------------------
+    def _is_snapshot(self, step: int, epoch_end: bool) -> bool:
+        return step in self.cfg.snapshot_steps or (epoch_end and self.cfg.patience is not None)
+
+    def _snapshot(self, prog: _Progress, epoch_end: bool) -> dict:
+        """Validate a snapshot; an epoch end that beats every earlier one is saved as ``<output>/best/``."""
+        from ecqg.io import atomic_path
+
+        out: dict = {}
+        if self.acc.is_main_process:
+            metrics = self._validate(prog.step)
+            metric = self.cfg.select_metric
+            if self.cfg.patience is not None and metric not in metrics:
+                raise ValueError(f"the snapshot validation gave {sorted(metrics)}, not select_metric {metric!r}")
+            out = {convergence.SNAPSHOT: True, **({convergence.EPOCH_END: True} if epoch_end else {}), **metrics}
+            if epoch_end and self.cfg.patience is not None and \
+                    convergence.improves(prog.history, metrics[metric], metric):
+                with atomic_path(self.out / "best") as tmp:
+                    self.bi.save(tmp / "model")
+                out[convergence.BEST] = True
+        self.acc.wait_for_everyone()
+        return out
+
+    def _converged(self, prog: _Progress) -> bool:
+        """Patience is over (decided by the main process, which holds the validation figures)."""
+        stop = self.acc.is_main_process and convergence.should_stop(prog.history, self.cfg.select_metric,
+                                                                    self.cfg.patience)
+        if self.acc.num_processes > 1:
+            stop = bool(self.acc.reduce(torch.tensor(int(stop), device=self.acc.device), "sum").item())
+        return stop
 
     def run(self, resume: bool) -> list[dict]:
         from tqdm.auto import tqdm
@@ -352,14 +408,19 @@ class _Trainer:
         bar = tqdm(total=self.total_steps, initial=prog.step, desc="train DPR", dynamic_ncols=True,
                    disable=not (self.show_progress and self.acc.is_main_process))
         batches = self._remaining(prog)
-        while prog.step < self.total_steps:
+        while prog.step < self.total_steps and not self._converged(prog):
             epoch, pos, indices = next(batches)
             entry = self._train_step(epoch, indices, prog)
-            prog.epoch, prog.position = (epoch, pos + 1) if pos + 1 < self.steps_per_epoch else (epoch + 1, 0)
-            if self.cfg.eval_every and prog.step % self.cfg.eval_every == 0:
-                entry.update(self._validate())
+            epoch_end = pos + 1 == self.steps_per_epoch
+            prog.epoch, prog.position = (epoch + 1, 0) if epoch_end else (epoch, pos + 1)
+            snapshot = self._is_snapshot(prog.step, epoch_end)
+            if snapshot:
+                entry.update(self._snapshot(prog, epoch_end))
+            elif self.cfg.eval_every and prog.step % self.cfg.eval_every == 0:
+                entry.update(self._validate(prog.step))
             prog.history.append(entry)
-            if self.cfg.checkpoint_every and prog.step % self.cfg.checkpoint_every == 0:
+            if (self.cfg.checkpoint_every and prog.step % self.cfg.checkpoint_every == 0) or \
+                    (snapshot and epoch_end):    # a resumed run then decides patience on the same history
                 self._save_checkpoint(prog)
             bar.update(1)
             bar.set_postfix(loss=f"{entry['loss']:.4f}", ex_s=f"{entry['examples_per_s']:.1f}")
@@ -386,8 +447,13 @@ class _Trainer:
                 "missing_hard_negatives": missing}
 
     def _finish(self, prog: _Progress) -> list[dict]:
-        if prog.history and "val_avg_rank" not in prog.history[-1]:
-            prog.history[-1].update(self._validate())
+        if prog.history and not any(k.startswith("val_") for k in prog.history[-1]):
+            prog.history[-1].update(self._validate(prog.step))
+        if self.cfg.patience is not None and (self.out / "best" / "model").is_dir():
+            chosen = convergence.selected_step(prog.history, self.cfg.select_metric)
+            log.info("keeping the best epoch end, step %s of %d (patience %d on %s)", chosen, prog.step,
+                     self.cfg.patience, self.cfg.select_metric)
+            self._load_weights_from(self.out / "best" / "model")
         if self.acc.is_main_process:
             self.bi.save(self.out / "model")
             write_jsonl(self.out / "history.jsonl", prog.history)
@@ -407,11 +473,15 @@ class _Trainer:
 
 def train_biencoder(model: Retriever, train_records: Sequence[dict], val_records: Sequence[dict] | None,
                     config: TrainConfig, output_dir: str | Path, resume: bool = True, progress: bool = True,
-                    accelerator=None, callback: Callable[[dict], None] | None = None) -> list[dict]:
+                    accelerator=None, callback: Callable[[dict], None] | None = None,
+                    validate: Callable[[Retriever, int], dict] | None = None) -> list[dict]:
     """Train ``model`` in place; save it to ``output_dir/model``, the history to ``output_dir/history.jsonl``.
 
     ``resume``: continue from the latest complete checkpoint in ``output_dir/checkpoints`` (if any).
     ``callback(entry)`` runs after every step (after its checkpoint), e.g. to stop early by raising.
+    ``validate(model, step) -> {val_...: ...}`` replaces the held-out pool validation (``val_records`` then unused),
+    on the main process: at ``eval_every``, the snapshots (``snapshot_steps`` and, with ``patience``, every epoch end;
+    :mod:`ecqg.retrieval.convergence`) and the end.
     Returns the history: one dict per step (step, epoch, loss, lr, grad_norm, examples_per_s, ...), with
     ``val_*`` metrics on validation steps.
     """
@@ -421,5 +491,6 @@ def train_biencoder(model: Retriever, train_records: Sequence[dict], val_records
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     accelerator = accelerator or make_accelerator(config)
-    trainer = _Trainer(model, train_records, val_records, config, output_dir, accelerator, progress, callback)
+    trainer = _Trainer(model, train_records, val_records, config, output_dir, accelerator, progress, callback,
+                       validate)
     return trainer.run(resume)

@@ -1,0 +1,85 @@
+"""Stage 05's validation for fine-tuning to convergence (``dpr.finetune.validation: corpus``), and the curve.
+
+Why not DPR's pool validation here: on the study's 364-passage pool (held-out positives and their hard negatives)
+every variant scored Top-1 0.60-0.62, so it could not tell models apart, let alone choose an epoch. Here each held-out
+gold question is retrieved over the whole searched corpus plus the held-out questions' own positive passages (the
+bundle's gold triples come from SQuAD / XQuAD passages that the searched corpus mostly lacks; without them those
+questions could not be answered at all), and Top-1/5/20 count answer-string hits, as Table 3 does.
+
+The curve (``dpr.finetune.curve_runs``, the first training seed): the same corpus encoding also searches every test
+set, and the runs are kept per snapshot under ``<model>/curve/step-<step>/<set>.trec``; notebook 06 turns them into
+Table 3 against fine-tuning steps. Test questions never steer training: only the held-out figures reach the trainer.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from ecqg import paths
+from ecqg.io import read_jsonl
+
+log = logging.getLogger(__name__)
+
+KS = (1, 5, 20)
+CURVE_DIR = "curve"
+
+
+def curve_step_dir(root: Path, step: int) -> Path:
+    return Path(root) / f"step-{step:06d}"
+
+
+def corpus_validator(params: Mapping, heldout: Sequence[Mapping], curve_dir: Path | None = None,
+                     progress: bool = False) -> Callable:
+    """``validate(model, step) -> {val_top1, val_top5, val_top20, val_questions, val_passages}`` for
+    :func:`ecqg.retrieval.train.train_biencoder`; with ``curve_dir``, also the test sets' runs of each snapshot."""
+    from ecqg import device, evaluation
+    from ecqg.data.records import read_corpus
+    from ecqg.retrieval import dense, faiss_index
+    from ecqg.run_files import write_run
+
+    passages = list(read_corpus(paths.CORPUS))
+    n_corpus = len(passages)
+    known = {p["id"] for p in passages}
+    for record in heldout:
+        ctx = record["positive_ctxs"][0]
+        pid = str(ctx.get("passage_id") or f"heldout-positive-{len(known)}")
+        if pid not in known:
+            known.add(pid)
+            passages.append({"id": pid, "title": ctx.get("title") or "", "text": ctx["text"]})
+    text_of = {p["id"]: p["text"] for p in passages}
+    questions = [{"id": f"heldout-{i}", "question": r["question"], "answers": list(r["answers"])}
+                 for i, r in enumerate(heldout)]
+    test_sets = ({name: [q for _, q in read_jsonl(paths.questions_file(name))] for name in params["data"]["test_sets"]}
+                 if curve_dir is not None else {})
+    encode = params["dpr"]["encode"]
+    cache = evaluation.HitCache(text_of)
+    depth = params["retrieval"]["depth"]
+
+    def validate(model, step: int) -> dict:
+        autocast = device.autocast_dtype(encode["autocast"], device.resolve().type)
+        ids, vectors = dense.encode_passages(model, passages, batch_size=encode["batch_size"], progress=progress,
+                                             autocast=autocast)
+
+        def search(rows: int, qs: Sequence[Mapping], k: int):
+            """Search the first ``rows`` passages (the corpus, or the corpus and the held-out positives)."""
+            row_ids, row_vectors = faiss_index.index_rows(ids[:rows], vectors[:rows])
+            index = faiss_index.build_index(row_vectors, kind="flat", progress=False)
+            q_vectors = dense.encode_queries(model, [q["question"] for q in qs], batch_size=encode["batch_size"],
+                                             progress=False, autocast=autocast)
+            return faiss_index.search(index, row_ids, q_vectors, k=k, qids=[str(q["id"]) for q in qs],
+                                      progress=False)
+
+        run = search(len(passages), questions, max(KS))
+        hits = evaluation.hit_matrix(run, questions, text_of, k_max=max(KS), cache=cache)
+        out = {f"val_top{k}": float(hits[:, :k].any(axis=1).mean()) for k in KS}
+        out.update(val_questions=len(questions), val_passages=len(passages))
+        for name, qs in test_sets.items():     # the searched corpus only, as the retrieve_dense stages search it
+            write_run(curve_step_dir(curve_dir, step) / f"{name}.trec", search(n_corpus, qs, depth),
+                      tag=f"step-{step}")
+        log.info("validation at step %d over %d passages: %s", step, len(passages),
+                 {k: round(v, 4) for k, v in out.items() if k.startswith("val_top")})
+        return out
+
+    return validate
