@@ -66,7 +66,8 @@ def _train_rules(prefix: str, eval_every: bool = False, hard_negatives: bool = F
         f"{prefix}.mixed_precision": ((str,), lambda v: v in MIXED_PRECISION, f"one of {MIXED_PRECISION}"),
     }
     if eval_every:
-        rules[f"{prefix}.eval_every"] = ((int,), _positive, "an integer > 0")
+        rules[f"{prefix}.eval_every"] = ((int, type(None)), lambda v: v is None or v > 0,
+                                         "null (validate at the end only) or an integer > 0")
     if hard_negatives:
         rules[f"{prefix}.hard_negatives"] = ((int,), _nonneg, "an integer >= 0")
     if grad_cache:
