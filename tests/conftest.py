@@ -21,3 +21,26 @@ def pytest_sessionstart(session):
         pytest.exit(f"only {free:.1f} GB free in {tempfile.gettempdir()}; the test suite writes up to about "
                     f"{NEEDED_GB:g} GB there (a smoke run of the whole pipeline). Free some space or point TMPDIR "
                     "at a larger disk.", returncode=3)
+
+
+# ---------------------------------------------------------------------------------------------- shared fixtures
+@pytest.fixture(scope="module")
+def tokenizer():
+    """The bundled MiniLM's WordPiece tokenizer (bert-base-uncased's vocabulary), for tiny random models."""
+    from transformers import AutoTokenizer
+
+    from ecqg.models import resolve_model
+
+    return AutoTokenizer.from_pretrained(resolve_model("bundled:minilm"))
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models' ops take microseconds: intra-op threads only add contention on a shared 2-core box. A module
+    opts in with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -8,8 +8,9 @@ import torch
 
 from ecqg.retrieval import convergence
 from ecqg.retrieval.train import TrainConfig, train_biencoder
-from tests.test_train import config, records, tiny_biencoder  # noqa: F401  (fixtures below reuse its helpers)
-from tests.test_train import one_thread, tokenizer  # noqa: F401
+from tests.test_train import config, records, tiny_biencoder
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def entry(step, score=None, epoch_end=True):

@@ -7,12 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from transformers import AutoTokenizer, BertConfig, BertModel
+from transformers import BertConfig, BertModel
 
 from ecqg import encoder_comparison as ec
 from ecqg import plots, seed_plots
 from ecqg.errors import DataFormatError
-from ecqg.models import resolve_model
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
 
 matplotlib.use("Agg")
@@ -23,11 +22,6 @@ PASSAGES = [
     {"id": "p3", "title": "Nile", "text": "The Nile is a long river in Africa."},
     {"id": "p4", "title": "Berlin", "text": "Berlin hosts the Bundestag. Berlin was divided until 1990."},
 ]
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return AutoTokenizer.from_pretrained(resolve_model("bundled:minilm"))
 
 
 def _tiny(tokenizer, seed: int) -> BiEncoder:

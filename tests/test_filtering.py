@@ -6,12 +6,11 @@ import types
 import numpy as np
 import pytest
 import torch
-from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering, BertModel
+from transformers import BertConfig, BertForQuestionAnswering, BertModel
 
 from ecqg import filtering as F
 from ecqg.filtering import reader
 from ecqg.errors import DataFormatError
-from ecqg.models import resolve_model
 from ecqg.retrieval import dense, faiss_index
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
 
@@ -20,17 +19,7 @@ TAIL = " ".join(f"gamma{i}" for i in range(40))
 LONG = f"{FILLER} The novel was written by Jane Austen in 1813. {TAIL}"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return AutoTokenizer.from_pretrained(resolve_model("bundled:minilm"))
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def example(eid, question, context, answer=None):

@@ -6,21 +6,15 @@ import json
 import numpy as np
 import pytest
 import torch
-from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering, BertModel
+from transformers import BertConfig, BertForQuestionAnswering, BertModel
 
 from ecqg import parallel
-from ecqg.models import resolve_model
 from ecqg.retrieval import dense
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
 
 WORDS = ("river city king war music league film island church school army party bridge station novel "
          "election museum mountain company season").split()
 TWO = {"processes": 2}
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return AutoTokenizer.from_pretrained(resolve_model("bundled:minilm"))
 
 
 @pytest.fixture

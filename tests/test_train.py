@@ -23,18 +23,7 @@ WORDS = ("apple banana cherry river mountain ocean guitar piano violin tiger lio
          "forest desert island garden kitchen window").split()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The tiny model's ops are microseconds: intra-op threads only add contention on a shared 2-core box."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return AutoTokenizer.from_pretrained(resolve_model("bundled:minilm"))
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny_biencoder(tokenizer, seed=0, dropout=0.1, shared=False, pooling="cls"):
