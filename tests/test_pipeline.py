@@ -167,8 +167,16 @@ def test_smoke_dag_end_to_end(tmp_path):
     assert json.loads((repo / "outputs/train/nq_dev_distant.json").read_text())
     assert len(json.loads((repo / "outputs/train/gold_dpr.json").read_text())) == 200
     training = json.loads((repo / "results/smoke/dpr_baseline_s2022_training.json").read_text())
-    assert training["steps"] == 6 and training["train_examples"] == 64 and "val_avg_rank" in training
+    # smoke fine-tunes to convergence in miniature: 32 records, 4 steps an epoch, at most 2 epochs, patience 1,
+    # corpus validation at step 2 and each epoch end; the first seed keeps every snapshot's test runs (the curve)
+    assert training["steps"] == 8 and training["train_examples"] == 32 and training["epochs_trained"] == 2
+    assert training["selected_step"] in (4, 8) and {"val_top1", "val_top20"} <= set(training)
     assert training["seed"] == 2022
+    curve = json.loads((repo / "results/smoke/finetune_curve.json").read_text())
+    assert "baseline" in curve["variants"] and {r["step"] for r in curve["accuracy"]} == {2, 4, 8}
+    assert {r["variant"] for r in curve["paired"]} >= {"mixed", "uncon"}
+    assert json.loads((repo / "results/smoke/mechanism_curve.json").read_text())["variants"] == curve["variants"]
+    assert not (repo / "outputs/models/dpr_baseline_s2023/curve").exists()      # the curve is the first seed's
     for seed in (2022, 2023):
         assert (repo / f"outputs/models/dpr_baseline_s{seed}/query_encoder/model.safetensors").is_file()
     seed_weights = [(repo / f"outputs/models/dpr_baseline_s{seed}/query_encoder/model.safetensors").read_bytes()
@@ -198,7 +206,7 @@ def test_smoke_dag_end_to_end(tmp_path):
         pre = json.loads((repo / f"results/smoke/dpr_{variant}_pre_s2022_training.json").read_text())
         assert pre["phase"] == "pretrain" and pre["steps"] > 0 and pre["seed"] == 2022
         trained = json.loads((repo / f"results/smoke/dpr_{variant}_s2023_training.json").read_text())
-        assert trained["steps"] == 6 and trained["pretrained_from"].endswith(f"dpr_{variant}_pre_s2022")
+        assert trained["steps"] == 8 and trained["pretrained_from"].endswith(f"dpr_{variant}_pre_s2022")
         assert json.loads((repo / f"results/smoke/stage_05_dpr_training.{variant}-pre.json").read_text())[
             "wall_time_s"] > 0
     # ETM / RSM: UnCon's passages, entry for entry, so the same size; no question generator, no answers
@@ -341,7 +349,7 @@ def test_killed_training_resumes_from_its_last_checkpoint(tmp_path):
     saved = _checkpoints(repo)
     assert saved, "training finished or failed before writing a checkpoint"
     last = saved[-1].parent.name
-    assert int(last.split("-")[1]) < 6, "the run was not killed midway"
+    assert int(last.split("-")[1]) < 8, "the run was not killed midway"
     assert not (repo / "results/smoke/dpr_baseline_s2022_training.json").exists()
 
     again = _dvc(["repro", "dpr_training@baseline-2022"], repo)
@@ -350,7 +358,7 @@ def test_killed_training_resumes_from_its_last_checkpoint(tmp_path):
     assert "resumed an interrupted run from" in executed and last in executed
     history = [json.loads(line) for line in
                (repo / "outputs/models/dpr_baseline_s2022/history.jsonl").read_text().splitlines()]
-    assert [h["step"] for h in history] == [1, 2, 3, 4, 5, 6]
+    assert [h["step"] for h in history] == [1, 2, 3, 4, 5, 6, 7, 8]
 
 
 def test_capped_analyses_take_a_seeded_random_subset_in_order():

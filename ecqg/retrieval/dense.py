@@ -13,6 +13,9 @@ Why this shape:
   one file with bounded memory.
 * **Several vectors per passage.** A retriever with ``K`` vectors per passage encodes to ``N x K x d``; the shards
   keep that shape, and :func:`ecqg.retrieval.faiss_index.index_rows` lays it out as ``K x N`` index rows.
+* **Size:** one module over 400 lines because the in-process encoder, the shard files and the split over processes
+  (:func:`encode_corpus`, :func:`encode_part`) share one row layout and one chunk loop; apart, each would have to
+  restate it.
 
 A run is ``dict[qid, list[(passage id, score)]]``, best first (see :mod:`ecqg.evaluation`).
 """
