@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import logging
 import random
-from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping
 
-from ecqg import parallel, paths
+from ecqg import paths
 from ecqg.data.dpr import read_dpr_retriever_json
 from ecqg.io import empty_directory, read_json, read_jsonl, remove_directory, write_json
 from ecqg.paths import GENERATORS  # noqa: F401  (notebook 02 loops over question_generation.GENERATORS)
@@ -160,21 +159,14 @@ def generate(model, tokenizer, generator: str, inputs: list[dict], params: Mappi
              progress: bool = True) -> tuple[list[dict], dict]:
     """Sample questions for ``inputs`` with the profile's sampling settings; returns records and drop counts.
     With ``processes`` above 1 the batches are split over torchrun workers (:mod:`ecqg.parallel`)."""
-    from ecqg import qg as qgm
+    from ecqg.qg.sampling import generate_in_processes
 
     settings, gen = params["qg"], params["qg"]["generate"]
     sampling = dict(marking=settings["entity_marking"] if generator == "con" else None, top_k=gen["top_k"],
                     top_p=gen["top_p"], samples=gen["samples"], batch_size=gen["batch_size"],
                     max_new_tokens=gen["max_new_tokens"], seed=int(fingerprint_int(params["seed"], seed_tag)),
                     autocast=gen["autocast"], placeholder=placeholder(generator, params), **generator_settings(params))
-    if parallel.processes(params) > 1:
-        with parallel.job_directory("generate") as job_dir:
-            qgm.save_generator(model, tokenizer, job_dir / parallel.MODEL_DIR)
-            parts = parallel.run("generate", {"inputs": inputs, "settings": sampling}, job_dir, params, progress)
-        records = [r for part in parts for r in part["records"]]
-        drops = sum((Counter(part["drops"]) for part in parts), Counter())
-    else:
-        records, drops = qgm.generate_questions(model, tokenizer, inputs, progress=progress, **sampling)
+    records, drops = generate_in_processes(model, tokenizer, inputs, params, progress=progress, **sampling)
     for r in records:
         r["generator"] = generator
     return records, dict(drops)

@@ -130,6 +130,22 @@ def _sample_batch(model, tokenizer, enc, seed: int, *, top_k: int, top_p: float,
     return out.sequences[:, -scores.shape[1]:], scores
 
 
+def generate_in_processes(model, tokenizer, inputs: Sequence[Mapping[str, Any]], params: Mapping, progress: bool = True,
+                          **sampling) -> tuple[list[dict], Counter]:
+    """:func:`generate_questions` split over ``processes`` torchrun workers (:mod:`ecqg.parallel`), whole batches
+    each, so the samples are the single process's; with one process it is :func:`generate_questions` itself."""
+    from ecqg import parallel
+    from ecqg.qg.architectures import save_generator
+
+    if parallel.processes(params) <= 1:
+        return generate_questions(model, tokenizer, inputs, progress=progress, **sampling)
+    with parallel.job_directory("generate") as job_dir:
+        save_generator(model, tokenizer, job_dir / parallel.MODEL_DIR)
+        parts = parallel.run("generate", {"inputs": list(inputs), "settings": sampling}, job_dir, params, progress)
+    records = [r for part in parts for r in part["records"]]
+    return records, sum((Counter(part["drops"]) for part in parts), Counter())
+
+
 def generate_part(job: Mapping[str, Any], rank: int, world: int, job_dir) -> dict:
     """One torchrun worker of a split sampling run (:mod:`ecqg.parallel`): whole batches of its block, so each
     batch, and its seed, is the one a single process samples."""
