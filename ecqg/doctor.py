@@ -29,7 +29,7 @@ def java_problem() -> str | None:
     """What is wrong with the Java runtime pyserini needs, in plain words, or None."""
     major = java_major_version()
     if major is None:
-        return ("java not found: pyserini 0.25 (BM25, DPR answer matching) needs a Java 17 runtime on the PATH "
+        return ("java not found: pyserini 0.25 (BM25 over Lucene) needs a Java 17 runtime on the PATH "
                 "(apt-get install openjdk-17-jre-headless, or conda install openjdk=17)")
     if major < 17:
         return f"java {major} found: pyserini 0.25 needs Java 17 or newer"

@@ -17,10 +17,9 @@ from typing import Callable, Iterable, Sequence
 
 import regex
 
-from ecqg.doctor import require_java
-
-require_java()  # pyserini needs a JVM; say so plainly instead of "Unable to find javac"
-from pyserini.eval.evaluate_dpr_retrieval import SimpleTokenizer, has_answers, regex_match  # noqa: E402
+# Pure Python (DrQA's code): no JVM is started, so answer matching runs where Java is absent (a GPU node that only
+# samples or encodes); BM25 (retrieval/bm25.py) checks for Java before it touches Lucene.
+from pyserini.eval.evaluate_dpr_retrieval import SimpleTokenizer, has_answers, regex_match
 
 
 @functools.lru_cache(maxsize=1)

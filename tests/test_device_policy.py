@@ -186,5 +186,10 @@ def test_prefetched_encoding_equals_the_plain_loop():
     ahead = dense.encode_passages(model, many, batch_size=4, chunk_size=5, progress=False, prefetch=True)
     assert plain[0] == ahead[0] == [p["id"] for p in many]
     np.testing.assert_array_equal(plain[1], ahead[1])
+    one = list(dense._tokenized_chunks(model, iter(many), 20, prefetch=False))
+    for threads in (1, 3, 8):        # slices of 7, and slices of 3 with a short last one
+        sliced = list(dense._tokenized_chunks(model, iter(many), 20, prefetch=True, threads=threads))
+        assert sliced == one
+    assert dense.tokenize_threads() >= 1
     with pytest.raises(ValueError, match="passage 3 of the shard has no 'text' field"):
         dense.encode_passages(model, many[:3] + [{"id": "x"}], chunk_size=2, progress=False, prefetch=True)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -175,13 +176,15 @@ def iter_passage_embeddings(model, passages: Iterable[Mapping], batch_size: int 
                             shard: tuple[int, int] | None = None, total: int | None = None,
                             chunk_size: int = 50_000, progress: bool = True,
                             autocast: str | None = None, prefetch: bool | None = None,
-                            rows: tuple[int, int] | None = None) -> Iterator[tuple[list[str], np.ndarray]]:
+                            rows: tuple[int, int] | None = None,
+                            tokenize_threads: int | None = None) -> Iterator[tuple[list[str], np.ndarray]]:
     """Yield ``(ids, float32 vectors)`` chunk by chunk for (one shard, or the ``rows`` ``[start, end)``, of) the
     passages; memory is O(chunk_size).
 
     Sorting by length happens within a chunk, so a larger chunk pads a little less. ``prefetch`` reads and
-    tokenises the next chunk in a background thread while this one is encoded (default: on an accelerator, where
-    the device would otherwise wait for the host; on a CPU the thread only takes cores from the encoder).
+    tokenises the next chunk in background threads (``tokenize_threads``, default :func:`tokenize_threads`) while
+    this one is encoded (default: on an accelerator, where the device would otherwise wait for the host; on a CPU
+    the threads only take cores from the encoder).
     """
     _check_batch_size(batch_size)
     stream, count = _shard_slice(passages, shard, total, rows)
@@ -191,7 +194,7 @@ def iter_passage_embeddings(model, passages: Iterable[Mapping], batch_size: int 
     with inference(model, autocast) as device, tqdm(total=count, desc=desc, unit="psg",
                                                      disable=not progress) as bar:
         ahead = device.type != "cpu" if prefetch is None else prefetch
-        for ids, features in _tokenized_chunks(model, stream, chunk_size, ahead):
+        for ids, features in _tokenized_chunks(model, stream, chunk_size, ahead, tokenize_threads):
             vectors = _encode_sorted(model, model.encode_passages, features, _passage_shape(model), batch_size,
                                      device, bar)
             done += len(ids)
@@ -199,12 +202,35 @@ def iter_passage_embeddings(model, passages: Iterable[Mapping], batch_size: int 
     _log_rate("encode_passages", done, "passages", start, device, batch_size)
 
 
-def _tokenized_chunks(model, stream: Iterator[Mapping], chunk_size: int,
-                      prefetch: bool) -> Iterator[tuple[list[str], list[dict]]]:
-    """``(passage ids, unpadded features)`` per chunk; with ``prefetch`` the next chunk is read and tokenised in one
-    background thread (fast tokenizers release the GIL) while the caller encodes the current one."""
+def tokenize_threads() -> int:
+    """Threads that tokenise the next chunk while an accelerator encodes this one: this process's share of the
+    machine's cores (torchrun's ``LOCAL_WORLD_SIZE`` processes share them), one left for the loop feeding the device.
+
+    Why: one tokenizer thread gave 2,200 bert-base passages/s on an H100 host while the GPU encodes 7,300
+    (``bench/gpu_check.py``, 27 Nov 2026); ``TOKENIZERS_PARALLELISM`` stays false (``ecqg/env.py``) because the
+    tokenizer's own threads do not survive the forks of torchrun and DataLoader workers, so the split is ours."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(8, cores // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))) - 1))
+
+
+def _tokenized_chunks(model, stream: Iterator[Mapping], chunk_size: int, prefetch: bool,
+                      threads: int | None = None) -> Iterator[tuple[list[str], list[dict]]]:
+    """``(passage ids, unpadded features)`` per chunk; with ``prefetch`` the next chunk is read in a background
+    thread and tokenised in ``threads`` slices at once (fast tokenizers release the GIL; default
+    :func:`tokenize_threads`) while the caller encodes the current one. The features are the same either way."""
     chunks = _chunks(stream, chunk_size)
     done = 0
+    threads = (tokenize_threads() if threads is None else threads) if prefetch else 1
+    slicer = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ecqg-tokenize") if threads > 1 else None
+
+    def features(chunk: list[Mapping]) -> list[dict]:
+        titles, texts = [p.get("title") or "" for p in chunk], [p["text"] for p in chunk]
+        if slicer is None or len(chunk) < 2 * threads:
+            return model.passage_features(titles, texts)
+        step = -(-len(chunk) // threads)
+        parts = slicer.map(lambda lo: model.passage_features(titles[lo:lo + step], texts[lo:lo + step]),
+                           range(0, len(chunk), step))
+        return list(itertools.chain.from_iterable(parts))
 
     def next_tokenized():
         nonlocal done
@@ -213,17 +239,21 @@ def _tokenized_chunks(model, stream: Iterator[Mapping], chunk_size: int,
             return None
         ids = [_passage_id(p, done + k) for k, p in enumerate(chunk)]
         done += len(chunk)
-        return ids, model.passage_features([p.get("title") or "" for p in chunk], [p["text"] for p in chunk])
+        return ids, features(chunk)
 
-    if not prefetch:
-        while (item := next_tokenized()) is not None:
-            yield item
-        return
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ecqg-tokenize") as pool:
-        future = pool.submit(next_tokenized)
-        while (item := future.result()) is not None:
+    try:
+        if not prefetch:
+            while (item := next_tokenized()) is not None:
+                yield item
+            return
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ecqg-prefetch") as pool:
             future = pool.submit(next_tokenized)
-            yield item
+            while (item := future.result()) is not None:
+                future = pool.submit(next_tokenized)
+                yield item
+    finally:
+        if slicer is not None:
+            slicer.shutdown()
 
 
 def _passage_id(p: Mapping, position: int) -> str:
