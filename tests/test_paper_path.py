@@ -48,4 +48,4 @@ def test_paper_profile_dag_end_to_end(tmp_path):
     gold = mechanism["setting"]["gold_passages"]
     assert gold.get("bm25_first_answer", 0) > 0 and "annotated" not in gold
     assert mechanism["position"]["counts"].get("ok", 0) > 0
-    assert "the first passage of BM25's ranking that contains an answer" in (repo / "README.md").read_text()
+    assert "the first passage of BM25's ranking that contains an answer" in (results / "README.md").read_text()

@@ -1,13 +1,14 @@
-"""The README's results sections, one per profile, generated from ``results/<profile>/*.json`` so no number in them
-is typed by hand.
+"""Each profile's results page, ``results/<profile>/README.md``, generated from ``results/<profile>/*.json`` so no
+number in it is typed by hand; and the README's answer table, the paper's claims checked on one profile.
 
-Why generated: the README is what most readers see; a copied number goes stale the first time a parameter changes.
-``python -m ecqg.report`` rewrites the text between ``<!-- results:<profile>:start -->`` and
-``<!-- results:<profile>:end -->`` for the profile of ``params.yaml`` (``--profile`` for another one; a profile
-without a section gets one after the last section), and writes ``results/<profile>/headline.json``, the dozen
-figures a reader looks at first (``dvc metrics show`` prints it readably); ``--check`` exits 1 when the section
-differs from what the metrics give (for CI / make); ``--compare A B`` prints the headline figures of two profiles
-side by side. The output depends on the metrics only (the run's date is read from them), so the check is stable.
+Why generated: a copied number goes stale the first time a parameter changes. ``python -m ecqg.report`` rewrites
+the page of the profile of ``params.yaml`` (``--profile`` for another one), the text between
+``<!-- claim:<profile>:start -->`` and ``<!-- claim:<profile>:end -->`` in the README where those lines exist (the
+README carries the study's), and ``results/<profile>/headline.json``, the dozen figures a reader looks at first
+(``dvc metrics show`` prints it readably); ``--check`` exits 1 when the page or the README's table differs from what
+the metrics give (``tests/test_report.py`` runs it on every committed profile); ``--compare A B`` prints the
+headline figures of two profiles side by side. The output depends on the metrics only (the run's date is read from
+them), so the check is stable.
 
 What it reads (each optional except that a missing file is said, not hidden):
 ``table3.json`` (``ecqg.pipeline.results.metrics_tree``), ``attention_bias.json`` (stage 01),
@@ -21,14 +22,15 @@ The paper's orderings are checked in one table from all of them (``ecqg.report.c
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from ecqg import paths
 from ecqg.io import write_text
-from ecqg.report.claim import render_claim
-from ecqg.report.format import SECTION, SYNTHETIC_STAGES, load_metrics, missing_note
+from ecqg.report.claim import claim_intro, render_claim
+from ecqg.report.format import CLAIM_BLOCK, SYNTHETIC_STAGES, load_metrics, missing_note
 from ecqg.report.headline import headline, render_comparison
 from ecqg.report.mechanism import render_mechanism
 from ecqg.report.related import render_poly_codes, render_pseudo_sets, render_questions
@@ -79,21 +81,32 @@ def render_results(metrics_dir: str | Path, declared: set[str] | None = None) ->
     return "\n".join(p.rstrip("\n") + "\n" for p in parts)
 
 
+PAGE = "README.md"      # each profile's page, beside its metrics (a code host renders it there)
+
+
+def render_page(metrics_dir: str | Path, declared: set[str] | None = None) -> str:
+    """The whole results page of a profile: the section of :func:`render_results` with its headings one level up."""
+    metrics_dir = Path(metrics_dir)
+    body = render_results(metrics_dir, declared)
+    body = body.replace(f"### Profile `{metrics_dir.name}`\n", f"# Results of the `{metrics_dir.name}` profile\n", 1)
+    return re.sub(r"^####", "##", body, flags=re.MULTILINE)
+
+
 def markers(profile: str) -> tuple[str, str]:
-    return f"<!-- results:{profile}:start -->", f"<!-- results:{profile}:end -->"
+    return f"<!-- claim:{profile}:start -->", f"<!-- claim:{profile}:end -->"
 
 
-def _sections(text: str, readme: Path) -> dict[str, tuple[int, int]]:
+def _blocks(text: str, readme: Path) -> dict[str, tuple[int, int]]:
     """Profile -> (end of its start marker, start of its end marker); each profile once, start before end."""
     found: dict[str, dict[str, list[int]]] = {}
-    for m in SECTION.finditer(text):
+    for m in CLAIM_BLOCK.finditer(text):
         found.setdefault(m.group(1), {"start": [], "end": []})[m.group(2)].append(m.start() if m.group(2) == "end"
                                                                                    else m.end())
     spans = {}
     for profile, where in found.items():
         start, end = markers(profile)
         if len(where["start"]) != 1 or len(where["end"]) != 1:
-            raise ValueError(f"{readme}: needs exactly one '{start}' and one '{end}' line around the results of "
+            raise ValueError(f"{readme}: needs exactly one '{start}' and one '{end}' line around the claims table of "
                              f"profile {profile} (found {len(where['start'])} and {len(where['end'])})")
         if where["end"][0] < where["start"][0]:
             raise ValueError(f"{readme}: '{end}' comes before '{start}'")
@@ -101,35 +114,46 @@ def _sections(text: str, readme: Path) -> dict[str, tuple[int, int]]:
     return spans
 
 
-def updated_readme(readme: str | Path, metrics_dir: str | Path, profile: str | None = None,
-                   declared: set[str] | None = None) -> tuple[str, str]:
-    """(current text, text with the profile's results section regenerated). A profile without a section gets one
-    after the last existing section; a README without any section is an error (where would it go?)."""
+def render_claim_block(metrics_dir: Path) -> str:
+    """The README's answer: the claims table of a profile and where its full page is."""
+    metrics = {"table3": load_metrics(metrics_dir, "table3.json"),
+               "comparison": load_metrics(metrics_dir, "encoder_comparison.json"),
+               "bias": load_metrics(metrics_dir, "attention_bias.json"),
+               "mechanism": load_metrics(metrics_dir, "mechanism.json")}
+    table = render_claim(metrics, heading=False)
+    if not table:
+        raise ValueError(f"{metrics_dir}: no metrics to check the paper's claims against (run `dvc repro` first)")
+    page = (metrics_dir / PAGE).as_posix()
+    return (f"\n{claim_intro(metrics_dir.name)}\n\n{table.rstrip()}\n\n"
+            f"Every figure of the run, with the settings and stage times: [{page}]({page}).\n")
+
+
+def updated_files(readme: str | Path, metrics_dir: str | Path, profile: str | None = None,
+                  declared: set[str] | None = None) -> dict[Path, tuple[str | None, str]]:
+    """``{file: (current text or None, generated text)}`` for the profile's page and, where the README has the
+    profile's claim markers, the README."""
     readme, metrics_dir = Path(readme), Path(metrics_dir)
     profile = profile or metrics_dir.name
-    text = readme.read_text(encoding="utf-8")
-    spans = _sections(text, readme)
-    body = f"\n{render_results(metrics_dir, declared)}"
-    if profile in spans:
-        start, end = spans[profile]
-        return text, text[:start] + body + text[end:]
-    if not spans:
-        start, end = markers(profile)
-        raise ValueError(f"{readme}: no results section; add the lines '{start}' and '{end}' where the results of "
-                         f"profile {profile} should go")
-    last = max(end for _, end in spans.values())
-    after = text.index("-->", last) + 3
-    start, end = markers(profile)
-    return text, f"{text[:after]}\n\n{start}{body}{end}{text[after:]}"
+    page = metrics_dir / PAGE
+    out = {page: (page.read_text(encoding="utf-8") if page.is_file() else None, render_page(metrics_dir, declared))}
+    if readme.is_file():
+        text = readme.read_text(encoding="utf-8")
+        spans = _blocks(text, readme)
+        if profile in spans:
+            start, end = spans[profile]
+            out[readme] = (text, text[:start] + render_claim_block(metrics_dir) + text[end:])
+    return out
 
 
-def update_readme(readme: str | Path, metrics_dir: str | Path, profile: str | None = None,
-                  declared: set[str] | None = None) -> bool:
-    """Regenerate the profile's section between its markers (atomic write); True when the file changed."""
-    old, new = updated_readme(readme, metrics_dir, profile, declared)
-    if new != old:
-        write_text(readme, new)
-    return new != old
+def update_files(readme: str | Path, metrics_dir: str | Path, profile: str | None = None,
+                 declared: set[str] | None = None) -> list[Path]:
+    """Write the generated files that differ (atomically); returns them."""
+    changed = []
+    for path, (old, new) in updated_files(readme, metrics_dir, profile, declared).items():
+        if old != new:
+            write_text(path, new)
+            changed.append(path)
+    return changed
 
 
 def write_headline(metrics_dir: str | Path) -> Path:
@@ -156,7 +180,8 @@ def _declared(metrics_dir: Path) -> set[str] | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ecqg.report", description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the README section is stale; write nothing")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if the profile's page or the README's claims table is stale; write nothing")
     parser.add_argument("--readme", default="README.md")
     parser.add_argument("--profile", help="whose results (default: the profile of params.yaml)")
     parser.add_argument("--metrics-dir", help="default: results/<profile>")
@@ -180,17 +205,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write(render_results(metrics_dir, declared))
             return 0
         if args.check:
-            old, new = updated_readme(args.readme, metrics_dir, args.profile, declared)
-            if old != new:
-                print(f"{args.readme}: the results section of {metrics_dir} is stale; run `python -m ecqg.report`",
-                      file=sys.stderr)
+            stale = [path for path, (old, new) in updated_files(args.readme, metrics_dir, args.profile,
+                                                                 declared).items() if old != new]
+            for path in stale:
+                print(f"{path}: stale against {metrics_dir}; run `python -m ecqg.report"
+                      f"{' --profile ' + args.profile if args.profile else ''}`", file=sys.stderr)
+            if stale:
                 return 1
-            print(f"{args.readme}: the results section of {metrics_dir} is up to date")
+            print(f"the results page of {metrics_dir} (and the README's claims table, if it has one) is up to date")
             return 0
-        changed = update_readme(args.readme, metrics_dir, args.profile, declared)
+        changed = update_files(args.readme, metrics_dir, args.profile, declared)
         write_headline(metrics_dir)
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"{args.readme}: results section of {metrics_dir} {'updated' if changed else 'already up to date'}")
+    print(f"{', '.join(map(str, changed)) + ' updated' if changed else 'already up to date'} ({metrics_dir})")
     return 0

@@ -1,4 +1,4 @@
-"""``python -m ecqg.report``: the README's results section of a profile (see :mod:`ecqg.report`)."""
+"""``python -m ecqg.report``: a profile's results page and the README's claims table (see :mod:`ecqg.report`)."""
 
 import sys
 

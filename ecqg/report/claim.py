@@ -194,7 +194,11 @@ def claim_rows(metrics: Mapping) -> list[dict]:
     return rows
 
 
-def render_claim(metrics: Mapping) -> str:
+def claim_intro(profile: str) -> str:
+    return f"The paper's claims, checked on the `{profile}` profile:"
+
+
+def render_claim(metrics: Mapping, heading: bool = True) -> str:
     rows = claim_rows(metrics)
     if not rows:
         return ""
@@ -205,8 +209,8 @@ def render_claim(metrics: Mapping) -> str:
               f"{num(r['diff'], r['digits'], signed=True)} [{num(r['low'], r['digits'], signed=True)}, "
               f"{num(r['high'], r['digits'], signed=True)}] {r['unit']}",
               pval(r["p"]) if r["p"] is not None else "CI", r["verdict"]] for r in rows]
-    return ("#### The paper's claims, checked\n\n"
-            f"Each row is a paired difference on the same questions or passages with its 95% bootstrap CI; a verdict "
+    return (("#### The paper's claims, checked\n\n" if heading else "")
+            + f"Each row is a paired difference on the same questions or passages with its 95% bootstrap CI; a verdict "
             f"needs p < {ALPHA} (uncorrected; position-bias rows have a CI only). The paper's values come from its "
             f"21M-passage Wikipedia and BERT-base: compare directions, not sizes. Here: {counts['holds']} hold, "
             + (f"{counts['overshoots']} overshoot, " if counts["overshoots"] else "")

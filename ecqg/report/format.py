@@ -11,7 +11,7 @@ from ecqg.encoder_comparison import ENCODER_LABELS
 from ecqg.io import read_json
 from ecqg.pipeline.results import SYSTEM_LABELS
 
-SECTION = re.compile(r"<!-- results:([A-Za-z0-9_-]+):(start|end) -->")
+CLAIM_BLOCK = re.compile(r"<!-- claim:([A-Za-z0-9_-]+):(start|end) -->")
 TABLE3_ORDER = tuple(SYSTEM_LABELS)   # the paper's rows, then the related system's (Poly-DPR, hybrids)
 LABELS = {**SYSTEM_LABELS, "dpr_uncon": "UnCon-DPR (ours)", "dpr_mixed": "Mixed-DPR (ours)"}
 # What the bundled base encoder already learned: said next to every dense number it underlies.
