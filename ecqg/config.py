@@ -20,9 +20,8 @@ from typing import Any, Callable
 
 import yaml
 
-from ecqg.device import is_valid_setting
+from ecqg.device import MIXED_PRECISION, is_valid_setting
 from ecqg.errors import ConfigError
-from ecqg.hf_training import MIXED_PRECISION
 from ecqg.paths import PSEUDO_KINDS
 from ecqg.retrieval.choices import HYBRID_VARIANTS, INDEX_KINDS, RETRIEVERS
 

@@ -29,6 +29,11 @@ _SETTING = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 _configured = "auto"
 
 
+# Training precision settings (``mixed_precision`` in params; ``ecqg.hf_training`` resolves ``auto`` with
+# :func:`native_bf16`): here, beside the device policy, so params validation reads them without importing training.
+MIXED_PRECISION = ("no", "bf16", "fp16", "auto")
+
+
 def is_valid_setting(value: Any) -> bool:
     """``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (what params' ``device`` and ``ECQG_DEVICE`` accept)."""
     return isinstance(value, str) and bool(_SETTING.match(value))

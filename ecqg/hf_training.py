@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from ecqg.device import MIXED_PRECISION
 from ecqg.io import CHECKPOINT_DIR, checkpoint_step
 
 log = logging.getLogger(__name__)
 
 SETTINGS = ("lr", "epochs", "batch_size", "warmup_ratio", "weight_decay", "max_steps", "checkpoint_every",
             "mixed_precision")
-MIXED_PRECISION = ("no", "bf16", "fp16", "auto")
 
 
 def complete_checkpoints(output_dir: str | Path) -> list[Path]:

@@ -207,7 +207,8 @@ def plot_entropy_hist(entropies: Mapping[str, Sequence[float]], bins: int = 40):
 
 
 # ----------------------------------------------------------------------------------- encoder comparison (06, Table 1)
-def _ci_err(frame: pd.DataFrame, value: str, low: str, high: str) -> np.ndarray:
+def ci_error_bars(frame: pd.DataFrame, value: str, low: str, high: str) -> np.ndarray:
+    """Matplotlib's ``yerr`` / ``xerr`` (distances below and above) of a value with its CI columns."""
     return np.vstack([frame[value] - frame[low], frame[high] - frame[value]])
 
 
@@ -248,7 +249,7 @@ def plot_sentence_shares(summary: pd.DataFrame, labels: Mapping[str, str] | None
     enc, pair = rows[rows.kind == "encoder"], rows[rows.kind == "paired"]
     fig, (ax_a, ax_d) = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [1, 1.2]})
     x = np.arange(len(enc))
-    ax_a.bar(x, enc.value, yerr=_ci_err(enc, "value", "ci_low", "ci_high"), capsize=3,
+    ax_a.bar(x, enc.value, yerr=ci_error_bars(enc, "value", "ci_low", "ci_high"), capsize=3,
              color=[f"C{i}" for i in range(len(enc))])
     ax_a.set_xticks(x, [name(k) for k in enc.encoder], fontsize=8)
     n = int(enc.n.iloc[0]) if len(enc) else 0
@@ -256,7 +257,7 @@ def plot_sentence_shares(summary: pd.DataFrame, labels: Mapping[str, str] | None
     ax_a.set_title(f"share of text attention after sentence 1 (n={n} passages)", fontsize=9)
     ax_a.grid(axis="y", alpha=0.3)
     y = np.arange(len(pair))
-    ax_d.errorbar(pair.value, y, xerr=_ci_err(pair, "value", "ci_low", "ci_high"), fmt="o", color="C0", capsize=3,
+    ax_d.errorbar(pair.value, y, xerr=ci_error_bars(pair, "value", "ci_low", "ci_high"), fmt="o", color="C0", capsize=3,
                   label="ours (95% CI)")
     has_paper = pair.paper.notna() if "paper" in pair else pd.Series(False, index=pair.index)
     if has_paper.any():
@@ -283,7 +284,7 @@ def plot_probe_scores(probe: pd.DataFrame, labels: Mapping[str, str] | None = No
     x, width = np.arange(len(probe)), 0.38
     for i, role in enumerate(("highest", "lowest")):
         ax.bar(x + (i - 0.5) * width, probe[role], width, color=f"C{i}", label=f"{role}-attended entity",
-               yerr=_ci_err(probe, role, f"{role}_ci_low", f"{role}_ci_high"), capsize=3)
+               yerr=ci_error_bars(probe, role, f"{role}_ci_low", f"{role}_ci_high"), capsize=3)
     for xi, r in zip(x, probe.itertuples()):
         top = max(r.highest_ci_high, r.lowest_ci_high)
         ax.annotate(f"gap {r.difference:+.2f}\n[{r.difference_ci_low:+.2f}, {r.difference_ci_high:+.2f}]",
@@ -389,7 +390,7 @@ def plot_moved_sentence(summary: pd.DataFrame, labels: Mapping[str, str] | None 
     rows = summary[summary.kind == "system"]
     fig, ax = plt.subplots(figsize=(1.8 + 1.3 * max(1, len(rows)), 3.6))
     x = np.arange(len(rows))
-    ax.bar(x, rows.gap, 0.6, yerr=_ci_err(rows, "gap", "ci_low", "ci_high"), capsize=3,
+    ax.bar(x, rows.gap, 0.6, yerr=ci_error_bars(rows, "gap", "ci_low", "ci_high"), capsize=3,
            color=[f"C{i}" for i in range(len(rows))])
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(x, [f"{labels.get(s, s)}\n(n={n})" for s, n in zip(rows.system, rows.n)], fontsize=7)

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ecqg.plots import _ci_err
+from ecqg.plots import ci_error_bars
 
 SEED_PANELS = (("attention", "later_sentence_share", "later-sentence share, A - B (points)"),
                ("attention", "entropy", "attention entropy, A - B (nats)"),
@@ -42,7 +42,7 @@ def plot_seed_differences(rows: pd.DataFrame, labels: Mapping[str, str] | None =
         for i, seed in enumerate(seeds):
             mine = part[part.seed == seed].set_index("name").reindex(names).dropna(subset=["value"])
             y = np.array([names.index(k) for k in mine.index]) + (i - (len(seeds) - 1) / 2) * 0.18
-            ax.errorbar(mine.value, y, xerr=_ci_err(mine, "value", "ci_low", "ci_high"), fmt="o", color=f"C{i}",
+            ax.errorbar(mine.value, y, xerr=ci_error_bars(mine, "value", "ci_low", "ci_high"), fmt="o", color=f"C{i}",
                         capsize=2, markersize=4, label=f"seed {seed}")
         ax.axvline(0, color="grey", linewidth=1)
         ax.set_yticks(np.arange(len(names)), [name(k) for k in names], fontsize=8)

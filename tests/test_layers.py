@@ -1,5 +1,6 @@
-"""The package is layered: entry points (stages, notebook runner, report) -> the pipeline layer -> the library, with
-no import going up a layer and no import cycle anywhere in ``ecqg`` (function-level imports included)."""
+"""The package is layered: entry points (stages, notebook runner, report) -> the pipeline layer -> the library ->
+its foundation, with no import going up a layer and no import cycle anywhere in ``ecqg`` (function-level imports
+included). docs/design.md, "Code layout", describes the same layers."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ from test_stage_code_deps import REPO, _imports, _module_file  # noqa: E402
 
 ENTRY = ("ecqg.stages", "ecqg.notebook", "ecqg.report")
 PIPELINE = ("ecqg.pipeline",)
+# What every module may import and what imports nothing above itself: paths and files, errors, process set-up, the
+# device policy, params (and the names params may give). No model, torch-heavy or data code.
+FOUNDATION = ("ecqg", "ecqg.paths", "ecqg.io", "ecqg.errors", "ecqg.env", "ecqg.logs", "ecqg.device", "ecqg.config",
+              "ecqg.retrieval.choices")
 MAX_LINES = 400
 
 
@@ -45,6 +50,11 @@ def import_graph() -> nx.DiGraph:
 def test_no_import_goes_up_a_layer():
     upward = [f"{a} -> {b}" for a, b in import_graph().edges if _layer(b) > _layer(a)]
     assert not upward, "imports going up a layer (library -> pipeline -> entry points):\n" + "\n".join(upward)
+
+
+def test_the_foundation_imports_only_the_foundation():
+    outside = [f"{a} -> {b}" for a, b in import_graph().edges if a in FOUNDATION and b not in FOUNDATION]
+    assert not outside, "foundation modules importing the library above them:\n" + "\n".join(outside)
 
 
 def test_no_import_cycle():

@@ -118,3 +118,44 @@ def test_built_from_params_like_any_retriever():
     assert model.config.attend == "content"                                       # new models: content pieces only
     with pytest.raises(ValueError, match="at least one code"):
         PolyDPR(model.query_encoder, model.passage_encoder, TOKENIZER, PolyConfig("x", codes=0))
+
+
+def test_the_saved_layout_is_todays_and_older_checkpoints_load(tmp_path):
+    """The base class saves every retriever the same way as the two classes did on their own (the layout below is
+    what every checkpoint in outputs/models holds), so models saved before it load unchanged; a bi-encoder saved
+    before the registry (``bi_encoder.json``, no kind) loads too."""
+    import json
+    import shutil
+
+    from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
+
+    poly = tiny(3, seed=4)
+    poly.save(tmp_path / "poly")
+    files = sorted(p.relative_to(tmp_path / "poly").as_posix() for p in (tmp_path / "poly").rglob("*") if p.is_file())
+    assert [f for f in files if not f.startswith(("tokenizer", "special_tokens", "vocab"))] == [
+        "passage_encoder/config.json", "passage_encoder/model.safetensors", "poly_codes.safetensors",
+        "query_encoder/config.json", "query_encoder/model.safetensors", "retriever.json"]
+    assert json.loads((tmp_path / "poly/retriever.json").read_text()) == {
+        "kind": "polydpr", "base_model": "tiny", "codes": 3, "shared": False, "query_max_length": 16,
+        "passage_max_length": 48, "code_seed": 4, "attend": "all"}
+    again = load_retriever(tmp_path / "poly")
+    assert isinstance(again, PolyDPR) and torch.equal(again.codes, poly.codes) and again.config == poly.config
+    older = json.loads((tmp_path / "poly/retriever.json").read_text())
+    del older["attend"]                                    # saved before `attend` existed: the codes saw every token
+    (tmp_path / "poly/retriever.json").write_text(json.dumps(older))
+    assert load_retriever(tmp_path / "poly").config.attend == "all"
+
+    bi = BiEncoder(poly.query_encoder, poly.passage_encoder, TOKENIZER, BiEncoderConfig("tiny", pooling="mean"))
+    bi.save(tmp_path / "bi")
+    settings = json.loads((tmp_path / "bi/retriever.json").read_text())
+    assert settings == {"kind": "biencoder", "base_model": "tiny", "shared": False, "pooling": "mean",
+                        "query_max_length": 64, "passage_max_length": 256}
+    shutil.move(tmp_path / "bi/retriever.json", tmp_path / "bi/bi_encoder.json")
+    del settings["kind"]
+    (tmp_path / "bi/bi_encoder.json").write_text(json.dumps(settings))
+    legacy = load_retriever(tmp_path / "bi")
+    assert isinstance(legacy, BiEncoder) and legacy.config == bi.config
+    assert torch.equal(legacy.passage_encoder.embeddings.word_embeddings.weight,
+                       bi.passage_encoder.embeddings.word_embeddings.weight)
+    # a new build gets Poly-DPR's current default, content-only attention; `pooling` (DPR's) is accepted, ignored
+    assert PolyDPR.new_defaults == {"attend": "content"} and "pooling" in PolyDPR.ignored_settings

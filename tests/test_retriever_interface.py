@@ -5,7 +5,7 @@ save / load without any other code knowing about it."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -21,20 +21,21 @@ from ecqg.retrieval.train import TrainConfig, train_biencoder
 TOKENIZER = AutoTokenizer.from_pretrained(resolve_model("bundled:minilm"))
 
 
+@dataclass(frozen=True)
 class _Settings:
-    base_model, query_max_length, passage_max_length = "tiny", 16, 32
+    base_model: str
+    shared: bool = True
+    query_max_length: int = 16
+    passage_max_length: int = 32
 
 
 @register
 class TwoVectorRetriever(Retriever):
-    """Query: [CLS]. Passage: its [CLS] vector and the mean of its tokens (two vectors). Trains on the max score."""
+    """Query: [CLS]. Passage: its [CLS] vector and the mean of its tokens (two vectors). Trains on the max score.
+    Saving and loading are the base class's: this class only builds a random encoder and encodes."""
 
     kind = "test_two_vector"
-
-    def __init__(self, encoder: BertModel):
-        super().__init__()
-        self.query_encoder = self.passage_encoder = encoder
-        self.tokenizer, self.config = TOKENIZER, _Settings()
+    config_class = _Settings
 
     @property
     def vectors_per_passage(self) -> int:
@@ -43,19 +44,10 @@ class TwoVectorRetriever(Retriever):
     @classmethod
     def from_base(cls, ref: str, seed: int = 0, **_) -> "TwoVectorRetriever":
         torch.manual_seed(seed)
-        return cls(BertModel(BertConfig(num_hidden_layers=1, hidden_size=16, num_attention_heads=2,
-                                        intermediate_size=32, vocab_size=TOKENIZER.vocab_size,
-                                        max_position_embeddings=64)))
-
-    @classmethod
-    def load(cls, directory, **model_kwargs) -> "TwoVectorRetriever":
-        return cls(BertModel.from_pretrained(Path(directory) / "encoder", **model_kwargs))
-
-    def save(self, directory) -> Path:
-        directory = Path(directory)
-        self.passage_encoder.save_pretrained(directory / "encoder")
-        (directory / CONFIG_FILE).write_text(json.dumps({"kind": self.kind}), encoding="utf-8")
-        return directory
+        encoder = BertModel(BertConfig(num_hidden_layers=1, hidden_size=16, num_attention_heads=2,
+                                       intermediate_size=32, vocab_size=TOKENIZER.vocab_size,
+                                       max_position_embeddings=64))
+        return cls(encoder, encoder, TOKENIZER, _Settings(ref))
 
     def encode_queries(self, batch) -> torch.Tensor:
         return self.query_encoder(**batch).last_hidden_state[:, 0]
@@ -79,6 +71,12 @@ def test_the_registry_builds_and_loads_it(tmp_path):
     assert isinstance(again, TwoVectorRetriever)
     for a, b in zip(model.parameters(), again.parameters()):
         assert torch.equal(a, b)
+    assert json.loads((tmp_path / "m" / CONFIG_FILE).read_text()) == {
+        "kind": "test_two_vector", "base_model": "tiny", "shared": True, "query_max_length": 16,
+        "passage_max_length": 32}
+    assert sorted(p.name for p in (tmp_path / "m").iterdir() if p.is_dir()) == ["query_encoder"]   # shared
+    with pytest.raises(ValueError, match="a saved 'test_two_vector' retriever, not a 'biencoder' one"):
+        retriever_class("biencoder").load(tmp_path / "m")
     with pytest.raises(ValueError, match="unknown retriever 'nope'"):
         retriever_class("nope")
     assert REGISTRY["test_two_vector"] is TwoVectorRetriever

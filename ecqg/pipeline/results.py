@@ -225,3 +225,107 @@ def write_topk_plots(curves: pd.DataFrame, profile: str) -> list[Path]:
 
 def write_table3_metrics(table: pd.DataFrame, paired: pd.DataFrame, setting: Mapping, path: Path) -> Path:
     return write_json(path, metrics_tree(table, paired, setting))
+
+
+# --- which rows and comparisons (derived from the variant registries and params, never typed in a notebook) --------
+SPARSE_SYSTEMS = ("tfidf", "bm25")
+UNTRAINED_SYSTEM = "minilm_untrained"      # the base checkpoint, not fine-tuned (``dense.system_name(UNTRAINED)``)
+GENERATED = ("uncon", "mixed")             # pre-trained on generated questions (stage 04)
+
+
+def table3_systems(params: Mapping) -> list[str]:
+    """Table 3's rows in order: the sparse retrievers, the untrained encoder, each synthetic variant right after
+    pre-training, every trained dense variant (DPR's, then Poly-DPR's), the BM25 + dense hybrids; rows the profile
+    does not train (``pseudo.variants``) left out."""
+    from ecqg.pipeline import dense, hybrid
+
+    rows = [*SPARSE_SYSTEMS, UNTRAINED_SYSTEM, *(f"dpr_{v}" for v in dense.PRETRAIN_ONLY_VARIANTS),
+            *(f"dpr_{v}" for v in dense.TRAINED_VARIANTS), *hybrid.systems(params)]
+    return dense.in_profile(rows, params)
+
+
+def comparison_pairs(params: Mapping) -> list[tuple[str, str]]:
+    """The paired comparisons (A - B) of Table 3, each a question the study asks: sparse against dense; the paper's
+    three orderings; the same right after pre-training and against the untrained encoder; architecture (Poly-DPR
+    beside DPR on the same data, and data given Poly-DPR); generator-free pre-training against DPR and against the
+    generated sets; then the hybrids' (:func:`ecqg.pipeline.hybrid.pairs`). Pairs with a row the profile lacks are
+    left out."""
+    from ecqg.pipeline import dense, hybrid
+
+    def d(variant: str) -> str:
+        return f"dpr_{variant}"
+
+    def pre(variant: str) -> str:
+        return f"dpr_{variant}{dense.PRETRAINED_SUFFIX}"
+
+    free = paths.PSEUDO_KINDS
+    poly = {v: dense.POLY_PREFIX + v for v in dense.POLY_VARIANT_DATA}
+    pairs = [("bm25", "tfidf"), (d("baseline"), "bm25"),
+             (d("mixed"), d("uncon")), (d("mixed"), d("baseline")), (d("uncon"), d("baseline")),
+             (pre("mixed"), pre("uncon")), *((pre(v), UNTRAINED_SYSTEM) for v in GENERATED),
+             *((d(poly[v]), d(v)) for v in dense.POLY_VARIANT_DATA), (d(poly["mixed"]), d(poly["baseline"])),
+             *((d(k), d("baseline")) for k in free), *((d(g), d(k)) for g in GENERATED for k in free),
+             *((pre(k), UNTRAINED_SYSTEM) for k in free), *hybrid.pairs(params)]
+    rows = set(table3_systems(params))
+    return [pair for pair in pairs if set(pair) <= rows]
+
+
+def attention_systems(params: Mapping) -> list[str]:
+    """The one-vector dense models whose [CLS] attention 06 analyses and which answer the Table 1 probe."""
+    from ecqg.pipeline import dense
+
+    rows = set(table3_systems(params))
+    return [f"dpr_{v}" for v in dense.VARIANTS if f"dpr_{v}" in rows]
+
+
+# --- 06's analyses of every training seed and of Poly-DPR's codes ---------------------------------------------------
+def attention_by_seed(params: Mapping, studied: Sequence[Mapping], sentences: Sequence, probes: Sequence[Mapping],
+                      probe_passages: Sequence[Mapping], first: tuple[pd.DataFrame, pd.DataFrame],
+                      compared: Sequence[str], progress: bool = True) -> pd.DataFrame:
+    """One row per seed of ``dpr.seeds`` and comparison of ``compared`` (``ecqg.encoder_comparison.seed_rows``):
+    the first seed's attention and probe summaries are ``first`` (already measured); every further seed's models
+    measure the same passages and probe questions, one seed in memory at a time."""
+    from ecqg import encoder_comparison as ec
+    from ecqg.pipeline import dense
+
+    ev = params["evaluation"]
+    boot = dict(n_boot=ev["bootstrap_samples"], seed=params["seed"], confidence=ev["confidence"])
+    seeds = dense.seeds(params)
+    pairs = [p for p in ec.DEFAULT_PAIRS if set(p) <= set(compared)]
+    attention, probe = {seeds[0]: first[0]}, {seeds[0]: first[1][first[1].encoder.isin(compared)]}
+    for seed in seeds[1:]:
+        models = {name: dense.load_model(name.removeprefix("dpr_"), params, seed=seed, attn_implementation="eager")
+                  for name in compared}
+        measured = ec.compare_attention(models, studied, batch_size=params["attention"]["batch_size"],
+                                        progress=progress, sentences=sentences)
+        attention[seed] = ec.attention_summary(measured, pairs, **boot)
+        scores = ec.probe_scores(models, probes, probe_passages, batch_size=params["dpr"]["encode"]["batch_size"])
+        probe[seed] = ec.probe_summary(scores, **boot)
+        del models
+    return ec.seed_rows(attention, probe)
+
+
+def poly_codes_metrics(models: Mapping[str, object], studied: Sequence[Mapping], sentences: Sequence,
+                       probes: Sequence[Mapping], probe_passages: Sequence[Mapping], batch_size: int
+                       ) -> tuple[dict, dict[str, pd.DataFrame]]:
+    """What each Poly-DPR's K codes do (``ecqg.poly_codes``): per code the entropy and later-sentence share of its
+    attention on the studied passages (a ``mean`` row: the codes' mean attention), its wins on the probe questions,
+    and the codes' similarity. Returns ``(metrics for poly_codes.json, per-code table per model)``."""
+    from ecqg import poly_codes
+
+    with_sentences = [{**p, "sentences": s} for p, s in zip(studied, sentences)]
+    passage_of = {p["id"]: p for p in probe_passages}
+    metrics, tables = {}, {}
+    for name, model in models.items():
+        per_code = (poly_codes.code_attention_table(model, with_sentences, batch_size=batch_size)
+                    .groupby("code", sort=False)[["entropy", "later_sentence_share"]].mean())
+        wins = poly_codes.code_wins(model, [r["question"] for r in probes],
+                                    [passage_of[str(r["passage_id"])] for r in probes], batch_size=batch_size)
+        per_code["wins"] = [int(w) for w in wins] + [None]          # the "mean" row has none
+        similarity = poly_codes.code_similarity(model, studied, batch_size=batch_size)
+        metrics[name] = {"similarity": {k: round(v, 4) for k, v in similarity.items()},
+                         "codes": {str(code): {k: (None if v is None or v != v else round(float(v), 4))
+                                               for k, v in row.items()}
+                                   for code, row in per_code.to_dict("index").items()}}
+        tables[name] = per_code
+    return metrics, tables

@@ -1,10 +1,11 @@
-"""Building, saving and loading a generator of the configured architecture.
+"""Building, saving and loading a generator through the registry of architectures (:mod:`ecqg.qg.generators`).
 
 Offline there are no seq2seq weights, so an encoder-only checkpoint (``bundled:minilm``, ``bert-base-uncased``)
 becomes a generator of ``qg.architecture``: ``prefix_lm`` (the default; :mod:`ecqg.qg.prefix_lm`: source and target
-in one pre-trained BERT, UniLM-style) or ``bert2bert`` (an ``EncoderDecoderModel`` warm start, Rothe et al. 2020,
-whose cross-attention starts untrained). A seq2seq hub id (``facebook/bart-large``, ``t5-base``) loads through
-``AutoModelForSeq2SeqLM``. All save as ordinary HF checkpoints. The comparison of the two: docs/design.md.
+in one pre-trained BERT, UniLM-style) or ``bert2bert`` (:mod:`ecqg.qg.seq2seq`: an ``EncoderDecoderModel`` warm
+start whose cross-attention starts untrained). A checkpoint that already is a generator (``facebook/bart-large``,
+``t5-base``, a saved prefix LM or BERT2BERT) loads as its own architecture. All save as ordinary HF checkpoints. The
+comparison of the two: docs/design.md.
 """
 
 from __future__ import annotations
@@ -12,31 +13,28 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from ecqg.qg.generators import encoder_architectures, generator_class, generator_for, saved_generator
+
 log = logging.getLogger(__name__)
 
-ARCHITECTURES = ("prefix_lm", "bert2bert")      # for encoder-only checkpoints
-
-
-def _is_seq2seq(config) -> bool:
-    return bool(getattr(config, "is_encoder_decoder", False))
+ARCHITECTURES = encoder_architectures()      # what qg.architecture may name (built from an encoder checkpoint)
 
 
 def build_generator(ref: str, placeholder: str | None = None, architecture: str = "prefix_lm",
                     seed: int | None = None, **overrides):
     """``(model, tokenizer)`` for a model reference (``bundled:minilm``, a hub id, a local directory).
 
-    A seq2seq checkpoint (BART, T5, a saved BERT2BERT) or a saved prefix LM loads as is; an encoder-only one becomes
-    a generator of ``architecture`` (``prefix_lm``, or ``bert2bert``, whose decoder starts with [CLS] and stops at
-    [SEP]). ``placeholder``: a token added to the vocabulary (and the embeddings) unless the tokenizer has it
-    already. ``seed`` seeds torch before the model is built: the weights a warm start adds (the LM head's transform,
-    a BERT2BERT's cross-attention, the placeholder's embedding) are drawn from torch's generator, whose own seed
-    differs in every process. ``overrides`` go to the model config (e.g. dropout).
+    A checkpoint that already is a generator (BART, T5, a saved BERT2BERT or prefix LM) loads as is; an encoder-only
+    one becomes a generator of ``architecture`` (``prefix_lm``, or ``bert2bert``, whose decoder starts with [CLS] and
+    stops at [SEP]). ``placeholder``: a token added to the vocabulary (and the embeddings) unless the tokenizer has
+    it already. ``seed`` seeds torch before the model is built: the weights a warm start adds (the LM head's
+    transform, a BERT2BERT's cross-attention, the placeholder's embedding) are drawn from torch's generator, whose
+    own seed differs in every process. ``overrides`` go to the model config (e.g. dropout).
     """
     import torch
-    from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer, EncoderDecoderModel
+    from transformers import AutoConfig, AutoTokenizer
 
-    from ecqg.qg import prefix_lm
-    from ecqg.models import from_pretrained, resolve_model
+    from ecqg.models import from_pretrained
 
     if architecture not in ARCHITECTURES:
         raise ValueError(f"unknown generator architecture {architecture!r}; known: {ARCHITECTURES}")
@@ -44,21 +42,14 @@ def build_generator(ref: str, placeholder: str | None = None, architecture: str 
     tokenizer = from_pretrained(AutoTokenizer, ref)
     if seed is not None:
         torch.manual_seed(seed)
-    if _is_seq2seq(config):
-        loader = EncoderDecoderModel if config.model_type == "encoder-decoder" else AutoModelForSeq2SeqLM
-        model = from_pretrained(loader, ref, **overrides)
-    elif prefix_lm.ARCHITECTURE in (config.architectures or []):
-        model = from_pretrained(prefix_lm.BertPrefixLM, ref, **overrides)
-    elif architecture == "prefix_lm":
-        model = prefix_lm.from_encoder(resolve_model(ref), **overrides)
+    saved = saved_generator(config)
+    if saved is not None:
+        model = saved.load(ref, config, **overrides)
     else:
-        path = resolve_model(ref)
-        kwargs = {f"{part}_{k}": v for k, v in overrides.items() for part in ("encoder", "decoder")}
-        model = EncoderDecoderModel.from_encoder_decoder_pretrained(path, path, **kwargs)
-        configure_bert2bert(model, tokenizer)
+        model = generator_class(architecture).from_encoder(ref, tokenizer, **overrides)
     if placeholder:
         add_placeholder_token(model, tokenizer, placeholder)
-    _ensure_generation_ids(model, tokenizer)
+    ensure_generation_ids(model, tokenizer)
     return model, tokenizer
 
 
@@ -68,13 +59,7 @@ def set_dropout(model, p: float) -> None:
     dropout they learn to use the passage faster (measured: docs/design.md, "Question generation")."""
     import torch
 
-    if is_prefix_lm(model):
-        configs = [model.config]
-    elif is_bert2bert(model):
-        configs = [model.encoder.config, model.decoder.config]
-    else:
-        raise ValueError(f"qg.dropout applies to generators built from a BERT-family encoder, not to "
-                         f"{model.config.model_type!r}: set it to null (the checkpoint's own dropout)")
+    configs = generator_for(model).dropout_configs(model)
     if not 0 <= p < 1:
         raise ValueError(f"dropout must be in [0, 1), got {p!r}")
     for config in configs:
@@ -91,27 +76,13 @@ def add_placeholder_token(model, tokenizer, placeholder: str) -> None:
 
     if placeholder not in tokenizer.get_vocab():
         tokenizer.add_tokens([AddedToken(placeholder, normalized=False, special=False)])
-    parts = (model.encoder, model.decoder) if is_bert2bert(model) else (model,)
-    for part in parts:
+    for part in generator_for(model).embedding_parts(model):
         if part.get_input_embeddings().num_embeddings < len(tokenizer):
             part.resize_token_embeddings(len(tokenizer))  # updates the part's config, which is the model's
 
 
-def configure_bert2bert(model, tokenizer) -> None:
-    """Set a BERT2BERT's special ids: decoder starts with [CLS], stops at [SEP], pads with [PAD] (model config,
-    decoder config and generation config), as Rothe et al. / the HF BERT2BERT recipe do."""
-    start = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
-    stop = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
-    if start is None or stop is None or tokenizer.pad_token_id is None:
-        raise ValueError(f"tokenizer {type(tokenizer).__name__} has no [CLS]/[SEP]/[PAD] (or bos/eos/pad) tokens: "
-                         "cannot build a BERT2BERT generator from it")
-    for cfg in (model.config, model.config.decoder):
-        cfg.decoder_start_token_id, cfg.bos_token_id = start, start
-        cfg.eos_token_id, cfg.pad_token_id = stop, tokenizer.pad_token_id
-    _ensure_generation_ids(model, tokenizer)
-
-
-def _ensure_generation_ids(model, tokenizer) -> None:
+def ensure_generation_ids(model, tokenizer) -> None:
+    """Copy the model config's special ids into its generation config; callers pass ``max_new_tokens``."""
     gen, cfg = model.generation_config, model.config
     for name in ("decoder_start_token_id", "eos_token_id", "pad_token_id", "bos_token_id"):
         value = getattr(cfg, name, None)
@@ -120,16 +91,6 @@ def _ensure_generation_ids(model, tokenizer) -> None:
     if gen.pad_token_id is None:
         gen.pad_token_id = tokenizer.pad_token_id
     gen.max_length = None  # callers pass max_new_tokens
-
-
-def is_bert2bert(model) -> bool:
-    return getattr(model.config, "model_type", None) == "encoder-decoder"
-
-
-def is_prefix_lm(model) -> bool:
-    from ecqg.qg.prefix_lm import BertPrefixLM
-
-    return isinstance(model, BertPrefixLM)
 
 
 def save_generator(model, tokenizer, path: str | Path) -> Path:

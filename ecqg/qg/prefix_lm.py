@@ -22,6 +22,8 @@ import torch
 from transformers import BertLMHeadModel, DynamicCache, LogitsProcessorList, TopPLogitsWarper
 from transformers.modeling_outputs import CausalLMOutput
 
+from ecqg.qg.generators import Generator, register
+
 ARCHITECTURE = "BertPrefixLM"
 SOURCE, TARGET = 0, 1   # token types
 
@@ -154,3 +156,63 @@ def from_encoder(path: str, **overrides: Any) -> BertPrefixLM:
                          f"from {path}; use qg.architecture: bert2bert, or a seq2seq checkpoint")
     config.architectures = [ARCHITECTURE]
     return BertPrefixLM.from_pretrained(path, config=config)
+
+
+@register
+class PrefixLMGenerator(Generator):
+    """The prefix LM as a generator architecture: one sequence per example, its own sampler (a key/value cache,
+    top-k / top-p among the k best logits), the tokenizer's [PAD] after a sample ends."""
+
+    kind = "prefix_lm"
+    builds_from_encoder = True
+
+    @classmethod
+    def recognises(cls, config) -> bool:
+        return ARCHITECTURE in (getattr(config, "architectures", None) or [])
+
+    @classmethod
+    def handles(cls, model) -> bool:
+        return isinstance(model, BertPrefixLM)
+
+    @classmethod
+    def load(cls, ref: str, config, **overrides: Any) -> BertPrefixLM:
+        from ecqg.models import from_pretrained
+
+        return from_pretrained(BertPrefixLM, ref, **overrides)
+
+    @classmethod
+    def from_encoder(cls, ref: str, tokenizer, **overrides: Any) -> BertPrefixLM:
+        from ecqg.models import resolve_model
+
+        return from_encoder(resolve_model(ref), **overrides)
+
+    @classmethod
+    def training_items(cls, model, tokenizer, sources: dict, targets: list[str],
+                       target_max_length: int) -> list[dict[str, list[int]]]:
+        raw = tokenizer(targets, add_special_tokens=False, max_length=target_max_length - 1,
+                        truncation=True)["input_ids"]
+        return [example_features(src, tgt, tokenizer.cls_token_id, tokenizer.sep_token_id)
+                for src, tgt in zip(sources["input_ids"], raw)]
+
+    @classmethod
+    def collator(cls, model, tokenizer):
+        """Pads; a prefix LM's labels are as long as its inputs and padded with them (-100)."""
+        from transformers import DataCollatorForTokenClassification
+
+        return DataCollatorForTokenClassification(tokenizer, label_pad_token_id=-100, padding=True)
+
+    @classmethod
+    def dropout_configs(cls, model) -> list:
+        return [model.config]
+
+    @classmethod
+    def pad_id(cls, model, tokenizer) -> int:
+        return tokenizer.pad_token_id
+
+    @classmethod
+    def sample(cls, model, tokenizer, enc, seed: int, *, top_k: int, top_p: float, samples: int,
+               max_new_tokens: int):
+        generator = torch.Generator(device=enc["input_ids"].device).manual_seed(seed)
+        return sample(model, enc["input_ids"], enc["attention_mask"], start_id=tokenizer.cls_token_id,
+                      stop_id=tokenizer.sep_token_id, pad_id=tokenizer.pad_token_id, samples=samples, top_k=top_k,
+                      top_p=top_p, max_new_tokens=max_new_tokens, generator=generator)

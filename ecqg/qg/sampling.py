@@ -9,9 +9,9 @@ import logging
 from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
-from ecqg.qg.architectures import is_prefix_lm
 from ecqg.qg.entities import mentions
 from ecqg.qg.format import format_source, parse_target, relexicalise
+from ecqg.qg.generators import generator_for
 from ecqg.text import entity_key
 
 log = logging.getLogger(__name__)
@@ -21,13 +21,6 @@ log = logging.getLogger(__name__)
 def _batch_seed(seed: int, keys: Iterable[str]) -> int:
     digest = hashlib.sha256(("\x00".join([str(seed), *keys])).encode()).digest()
     return int.from_bytes(digest[:8], "big") % (2**63)
-
-
-# A checkpoint's shipped generation config (facebook/bart-large: num_beams 4, no_repeat_ngram_size 3, early stopping)
-# is for summarisation-style beam search; the paper samples questions with top-k / top-p, one sequence per sample.
-# Passed explicitly, these win over whatever the checkpoint ships (beam sampling failed with "size 4 vs 8").
-PLAIN_SAMPLING = {"num_beams": 1, "no_repeat_ngram_size": 0, "min_new_tokens": 0,
-                  "length_penalty": 1.0, "repetition_penalty": 1.0, "early_stopping": False}
 
 
 def _input_key(inp: Mapping[str, Any]) -> str:
@@ -71,7 +64,8 @@ def generate_questions(model, tokenizer, inputs: Sequence[Mapping[str, Any]], *,
                                      marking, window_words=window_words))
     records: list[dict] = []
     drops: Counter = Counter()
-    pad = tokenizer.pad_token_id if is_prefix_lm(model) else model.generation_config.pad_token_id
+    architecture = generator_for(model)
+    pad = architecture.pad_id(model, tokenizer)
     bar = tqdm(total=len(inputs), desc=f"QG generate ({generator})", disable=not progress)
     with inference(model, autocast) as device:
         for lo in range(0, len(inputs), batch_size):
@@ -79,8 +73,9 @@ def generate_questions(model, tokenizer, inputs: Sequence[Mapping[str, Any]], *,
             enc = tokenizer(sources[lo : lo + batch_size], max_length=source_max_length, truncation=True,
                             padding=True, return_tensors="pt").to(device)
             enc.pop("token_type_ids", None)
-            tokens, scores = _sample_batch(model, tokenizer, enc, _batch_seed(seed, (_input_key(i) for i in batch)),
-                                           top_k=top_k, top_p=top_p, samples=samples, max_new_tokens=max_new_tokens)
+            tokens, scores = architecture.sample(model, tokenizer, enc,
+                                                 _batch_seed(seed, (_input_key(i) for i in batch)), top_k=top_k,
+                                                 top_p=top_p, samples=samples, max_new_tokens=max_new_tokens)
             keep = (tokens != pad) & torch.isfinite(scores)
             mean_lp = (scores.masked_fill(~keep, 0).sum(1) / keep.sum(1).clamp(min=1)).tolist()
             texts = tokenizer.batch_decode(tokens, skip_special_tokens=True, clean_up_tokenization_spaces=True)
@@ -107,27 +102,6 @@ def generate_questions(model, tokenizer, inputs: Sequence[Mapping[str, Any]], *,
             bar.update(len(batch))
     bar.close()
     return records, drops
-
-
-def _sample_batch(model, tokenizer, enc, seed: int, *, top_k: int, top_p: float, samples: int,
-                  max_new_tokens: int):
-    """``(tokens, log_probs)`` of ``samples`` top-k / top-p samples per source, consecutive per source: generated
-    tokens and their log-probabilities under the model before top-k / top-p (padding after a sample ends)."""
-    import torch
-
-    if is_prefix_lm(model):
-        from ecqg.qg.prefix_lm import sample
-
-        generator = torch.Generator(device=enc["input_ids"].device).manual_seed(seed)
-        return sample(model, enc["input_ids"], enc["attention_mask"], start_id=tokenizer.cls_token_id,
-                      stop_id=tokenizer.sep_token_id, pad_id=tokenizer.pad_token_id, samples=samples, top_k=top_k,
-                      top_p=top_p, max_new_tokens=max_new_tokens, generator=generator)
-    torch.manual_seed(seed)
-    out = model.generate(**enc, do_sample=True, top_k=top_k, top_p=top_p, num_return_sequences=samples,
-                         max_new_tokens=max_new_tokens, output_logits=True, return_dict_in_generate=True,
-                         **PLAIN_SAMPLING)
-    scores = model.compute_transition_scores(out.sequences, out.logits, normalize_logits=True)
-    return out.sequences[:, -scores.shape[1]:], scores
 
 
 def generate_in_processes(model, tokenizer, inputs: Sequence[Mapping[str, Any]], params: Mapping, progress: bool = True,

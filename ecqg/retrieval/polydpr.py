@@ -19,23 +19,19 @@ passage gets K vectors instead of one [CLS] vector, so one vector need not hold 
   convex combination of the ``q . v_k``, never above the retrieval score (a test checks).
 * K = 1 is the control: one attention-pooled vector per passage, trained and searched like DPR.
 
-Saved as an ordinary bi-encoder (transformers checkpoints, tokenizer) plus ``poly_codes.safetensors`` and the
-settings in ``retriever.json``.
+Saved as a bi-encoder is (the :class:`~ecqg.retrieval.retriever.Retriever` base: transformers checkpoints,
+tokenizer, settings in ``retriever.json``) plus its own ``poly_codes.safetensors``.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import AutoModel, AutoTokenizer
 
-from ecqg.io import atomic_path
-from ecqg.models import from_pretrained
-from ecqg.retrieval.retriever import CONFIG_FILE, Retriever, register
+from ecqg.retrieval.retriever import Retriever, register
 
 CODES_FILE = "poly_codes.safetensors"
 ATTEND = ("content", "all")
@@ -55,18 +51,17 @@ class PolyConfig:
 @register
 class PolyDPR(Retriever):
     kind = "polydpr"
+    config_class = PolyConfig
+    new_defaults = {"attend": "content"}       # checkpoints saved before the option existed attended to "all"
+    ignored_settings = ("pooling",)            # the query pools with [CLS], the passage with its codes
 
     def __init__(self, query_encoder, passage_encoder, tokenizer, config: PolyConfig,
                  codes: torch.Tensor | None = None):
-        super().__init__()
         if config.codes < 1:
             raise ValueError(f"Poly-DPR needs at least one code vector, got {config.codes}")
         if config.attend not in ATTEND:
             raise ValueError(f"Poly-DPR attend must be one of {ATTEND}, not {config.attend!r}")
-        self.query_encoder = query_encoder
-        self.passage_encoder = query_encoder if config.shared else passage_encoder
-        self.tokenizer = tokenizer
-        self.config = config
+        super().__init__(query_encoder, passage_encoder, tokenizer, config)
         hidden = int(self.passage_encoder.config.hidden_size)
         if codes is None:
             std = float(getattr(self.passage_encoder.config, "initializer_range", 0.02))
@@ -80,42 +75,13 @@ class PolyDPR(Retriever):
     def vectors_per_passage(self) -> int:
         return self.config.codes
 
-    # --- build, save, load -----------------------------------------------------------------------------------------
-    @classmethod
-    def from_base(cls, ref: str, codes: int = 6, shared: bool = False, query_max_length: int = 64,
-                  passage_max_length: int = 256, code_seed: int = 0, attend: str = "content",
-                  pooling: str | None = None, **model_kwargs) -> "PolyDPR":
-        """Both encoders from one checkpoint; ``pooling`` (a bi-encoder setting) is accepted and ignored: Poly-DPR
-        pools the passage with its codes and the query with [CLS]."""
-        tokenizer = from_pretrained(AutoTokenizer, ref)
-        query = from_pretrained(AutoModel, ref, **model_kwargs)
-        passage = query if shared else from_pretrained(AutoModel, ref, **model_kwargs)
-        return cls(query, passage, tokenizer,
-                   PolyConfig(ref, codes, shared, query_max_length, passage_max_length, code_seed, attend))
-
-    def save(self, directory: str | Path) -> Path:
-        with atomic_path(directory) as tmp:
-            tmp.mkdir(parents=True)
-            self.query_encoder.save_pretrained(tmp / "query_encoder")
-            if not self.config.shared:
-                self.passage_encoder.save_pretrained(tmp / "passage_encoder")
-            self.tokenizer.save_pretrained(tmp)
-            save_file({"codes": self.codes.detach().cpu().contiguous()}, str(tmp / CODES_FILE))
-            (tmp / CONFIG_FILE).write_text(json.dumps({"kind": self.kind, **asdict(self.config)}, indent=2) + "\n",
-                                           encoding="utf-8")
-        return Path(directory)
+    # --- its own state ------------------------------------------------------------------------------------------------
+    def save_extra(self, directory: Path) -> None:
+        save_file({"codes": self.codes.detach().cpu().contiguous()}, str(directory / CODES_FILE))
 
     @classmethod
-    def load(cls, directory: str | Path, **model_kwargs) -> "PolyDPR":
-        directory = Path(directory)
-        settings = json.loads((directory / CONFIG_FILE).read_text(encoding="utf-8"))
-        if settings.pop("kind", None) != cls.kind:
-            raise ValueError(f"{directory}: not a saved Poly-DPR")
-        config = PolyConfig(**settings)
-        tokenizer = AutoTokenizer.from_pretrained(directory)
-        query = AutoModel.from_pretrained(directory / "query_encoder", **model_kwargs)
-        passage = query if config.shared else AutoModel.from_pretrained(directory / "passage_encoder", **model_kwargs)
-        return cls(query, passage, tokenizer, config, load_file(str(directory / CODES_FILE))["codes"])
+    def load_extra(cls, directory: Path) -> dict:
+        return {"codes": load_file(str(directory / CODES_FILE))["codes"]}
 
     # --- encoding ----------------------------------------------------------------------------------------------------
     def encode_queries(self, batch) -> torch.Tensor:

@@ -16,7 +16,11 @@ A retriever
   ``pair_scores(q, p)`` the retrieval score of aligned pairs (probes);
 * exposes ``passage_encoder`` (a transformers model: the attention analyses read its [CLS] attention), ``tokenizer``
   and ``config`` (``base_model``, ``query_max_length``, ``passage_max_length``);
-* saves and loads itself: ordinary transformers checkpoints plus ``retriever.json``, whose ``kind`` names the class.
+* saves and loads itself, in the base class: each encoder an ordinary transformers checkpoint (safetensors) under
+  ``query_encoder/`` and ``passage_encoder/`` (``AutoModel.from_pretrained`` loads either one without this package),
+  the tokenizer once at the top level, and ``retriever.json``: the ``kind`` that names the class and its settings
+  (``config_class``, a frozen dataclass). A subclass adds only its own state (``save_extra`` / ``load_extra``:
+  Poly-DPR's code vectors) and its encoding.
 
 The search side maps vectors back to passages (``ecqg.retrieval.dense``): with ``K`` vectors per passage the index
 holds ``K x N`` rows and each passage keeps its best.
@@ -24,6 +28,7 @@ holds ``K x N`` rows and each passage keeps its best.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 from pathlib import Path
@@ -32,6 +37,7 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 import torch
 
+from ecqg.io import atomic_path
 from ecqg.retrieval.choices import RETRIEVERS
 
 CONFIG_FILE = "retriever.json"
@@ -58,14 +64,19 @@ def retriever_class(kind: str) -> type["Retriever"]:
     return REGISTRY[kind]
 
 
-def saved_kind(directory: str | Path) -> str:
-    """The ``kind`` of a saved retriever (``retriever.json``; an older ``bi_encoder.json`` is a bi-encoder)."""
+def saved_settings(directory: str | Path) -> dict[str, Any]:
+    """``retriever.json`` of a saved retriever, ``kind`` included (an older ``bi_encoder.json`` is a bi-encoder)."""
     directory = Path(directory)
     if (directory / CONFIG_FILE).is_file():
-        return json.loads((directory / CONFIG_FILE).read_text(encoding="utf-8"))["kind"]
+        return json.loads((directory / CONFIG_FILE).read_text(encoding="utf-8"))
     if (directory / LEGACY_CONFIG_FILE).is_file():
-        return "biencoder"
+        return {**json.loads((directory / LEGACY_CONFIG_FILE).read_text(encoding="utf-8")), "kind": "biencoder"}
     raise FileNotFoundError(f"{directory}: not a saved retriever (no {CONFIG_FILE})")
+
+
+def saved_kind(directory: str | Path) -> str:
+    """The ``kind`` of a saved retriever."""
+    return saved_settings(directory)["kind"]
 
 
 def is_saved_retriever(directory: str | Path) -> bool:
@@ -84,24 +95,84 @@ def build_retriever(kind: str, base_model: str, **settings: Any) -> "Retriever":
 
 
 class Retriever(torch.nn.Module):
-    """Base class; subclasses set ``kind`` and implement ``from_base``, ``load``, ``save`` and the two encoders."""
+    """Base class: holds the two encoders, the tokenizer and the settings, builds them from one checkpoint, saves and
+    loads them. A subclass sets ``kind`` and ``config_class`` and implements the two encoders; it overrides
+    ``save_extra`` / ``load_extra`` only for state of its own."""
 
     kind: ClassVar[str] = ""
+    # A frozen dataclass whose first field is ``base_model`` and which has ``shared``, ``query_max_length`` and
+    # ``passage_max_length``; every field is saved in retriever.json.
+    config_class: ClassVar[type]
+    # Settings of a new build that differ from the dataclass defaults, which stay what older checkpoints imply.
+    new_defaults: ClassVar[dict[str, Any]] = {}
+    # Settings of other retrievers that ``from_base`` accepts and ignores (params pass one set to every kind).
+    ignored_settings: ClassVar[tuple[str, ...]] = ()
     query_encoder: torch.nn.Module
     passage_encoder: torch.nn.Module
 
-    # --- what a subclass provides -------------------------------------------------------------------------------
+    def __init__(self, query_encoder, passage_encoder, tokenizer, config):
+        super().__init__()
+        self.query_encoder = query_encoder
+        self.passage_encoder = query_encoder if config.shared else passage_encoder
+        self.tokenizer = tokenizer
+        self.config = config
+
+    # --- build, save, load ------------------------------------------------------------------------------------------
     @classmethod
     def from_base(cls, ref: str, **settings: Any) -> "Retriever":
-        raise NotImplementedError
+        """Both encoders from one checkpoint (``ref``: hub id, directory or ``bundled:minilm``); ``settings`` are the
+        config's fields, anything else goes to ``from_pretrained`` (e.g. ``attn_implementation="eager"``)."""
+        from transformers import AutoModel, AutoTokenizer
+
+        from ecqg.models import from_pretrained
+
+        fields = {f.name for f in dataclasses.fields(cls.config_class)} - {"base_model"}
+        chosen = {**cls.new_defaults, **{k: v for k, v in settings.items() if k in fields}}
+        model_kwargs = {k: v for k, v in settings.items() if k not in fields and k not in cls.ignored_settings}
+        config = cls.config_class(ref, **chosen)
+        tokenizer = from_pretrained(AutoTokenizer, ref)
+        query = from_pretrained(AutoModel, ref, **model_kwargs)
+        passage = query if config.shared else from_pretrained(AutoModel, ref, **model_kwargs)
+        return cls(query, passage, tokenizer, config)
+
+    def save(self, directory: str | Path) -> Path:
+        """Write the encoders (safetensors), the tokenizer, the subclass's own state and the settings atomically."""
+        with atomic_path(directory) as tmp:
+            tmp.mkdir(parents=True)
+            self.query_encoder.save_pretrained(tmp / "query_encoder")
+            if not self.config.shared:
+                self.passage_encoder.save_pretrained(tmp / "passage_encoder")
+            self.tokenizer.save_pretrained(tmp)
+            self.save_extra(tmp)
+            (tmp / CONFIG_FILE).write_text(json.dumps({"kind": self.kind, **dataclasses.asdict(self.config)},
+                                                      indent=2) + "\n", encoding="utf-8")
+        return Path(directory)
 
     @classmethod
     def load(cls, directory: str | Path, **model_kwargs) -> "Retriever":
-        raise NotImplementedError
+        """Load what :meth:`save` wrote (``model_kwargs``: e.g. ``attn_implementation="eager"`` to read attentions)."""
+        from transformers import AutoModel, AutoTokenizer
 
-    def save(self, directory: str | Path) -> Path:
-        raise NotImplementedError
+        directory = Path(directory)
+        settings = saved_settings(directory)
+        kind = settings.pop("kind")
+        if kind != cls.kind:
+            raise ValueError(f"{directory}: a saved {kind!r} retriever, not a {cls.kind!r} one")
+        config = cls.config_class(**settings)
+        tokenizer = AutoTokenizer.from_pretrained(directory)
+        query = AutoModel.from_pretrained(directory / "query_encoder", **model_kwargs)
+        passage = query if config.shared else AutoModel.from_pretrained(directory / "passage_encoder", **model_kwargs)
+        return cls(query, passage, tokenizer, config, **cls.load_extra(directory))
 
+    def save_extra(self, directory: Path) -> None:
+        """Write state of a subclass's own beside the encoders (nothing here)."""
+
+    @classmethod
+    def load_extra(cls, directory: Path) -> dict[str, Any]:
+        """Keyword arguments of the subclass's constructor read back from what :meth:`save_extra` wrote."""
+        return {}
+
+    # --- what a subclass provides -------------------------------------------------------------------------------
     def encode_queries(self, batch) -> torch.Tensor:
         raise NotImplementedError
 

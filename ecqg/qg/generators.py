@@ -1,0 +1,139 @@
+"""Question generators: one class per architecture, and the registry that names them (as
+:mod:`ecqg.retrieval.retriever` names retrievers).
+
+Why: a generator is an ordinary transformers model and its tokenizer (HF's Trainer trains it, ``save_pretrained``
+saves it), but what its training examples look like, how it samples and which configs a setting touches differ by
+architecture. Those differences live in the architecture's class and nowhere else: the pipeline hands a model to
+:func:`generator_for` and calls what the class provides. A new architecture is one module with one ``@register``
+class and one line in ``BUILTIN`` (a toy one in ``tests/`` shows it).
+
+A class is never instantiated: every method takes the model (and tokenizer) it works on.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, ClassVar
+
+# Registry name -> the module that defines (and registers) it, imported on first use. ``qg.architecture`` names
+# one that builds from an encoder-only checkpoint; a checkpoint that already is a generator names its own.
+BUILTIN = {
+    "prefix_lm": "ecqg.qg.prefix_lm",     # source and target in one pre-trained BERT (UniLM-style): the offline default
+    "bert2bert": "ecqg.qg.seq2seq",       # an encoder-decoder warm start from one BERT (Rothe et al. 2020)
+    "seq2seq": "ecqg.qg.seq2seq",         # a seq2seq checkpoint as shipped (the paper's BART, T5)
+}
+REGISTRY: dict[str, type["Generator"]] = {}
+
+
+def register(cls: type["Generator"]) -> type["Generator"]:
+    """Class decorator: make ``cls`` findable by its ``kind`` and by the checkpoints and models it recognises."""
+    if not getattr(cls, "kind", None):
+        raise ValueError(f"{cls.__name__}: a generator needs a class attribute kind")
+    REGISTRY[cls.kind] = cls
+    return cls
+
+
+def generator_class(kind: str) -> type["Generator"]:
+    if kind not in REGISTRY and kind in BUILTIN:
+        importlib.import_module(BUILTIN[kind])
+    if kind not in REGISTRY:
+        raise ValueError(f"unknown generator architecture {kind!r}; known: {sorted(set(REGISTRY) | set(BUILTIN))}")
+    return REGISTRY[kind]
+
+
+def _every_class() -> list[type["Generator"]]:
+    for module in dict.fromkeys(BUILTIN.values()):
+        importlib.import_module(module)
+    return list(REGISTRY.values())
+
+
+def generator_for(model) -> type["Generator"]:
+    """The class of a generator model (built or loaded)."""
+    found = [cls for cls in _every_class() if cls.handles(model)]
+    if len(found) != 1:
+        raise ValueError(f"{type(model).__name__} is {'no' if not found else 'more than one'} registered generator "
+                         f"architecture ({[c.kind for c in found] or sorted(REGISTRY)})")
+    return found[0]
+
+
+def saved_generator(config) -> type["Generator"] | None:
+    """The class whose checkpoints look like ``config`` (a transformers config), or None for a checkpoint that is no
+    generator yet (an encoder to build one from)."""
+    found = [cls for cls in _every_class() if cls.recognises(config)]
+    if len(found) > 1:
+        raise ValueError(f"a {config.model_type!r} checkpoint is claimed by {[c.kind for c in found]}")
+    return found[0] if found else None
+
+
+def encoder_architectures() -> tuple[str, ...]:
+    """The names ``qg.architecture`` may give: the architectures built from an encoder-only checkpoint."""
+    return tuple(cls.kind for cls in _every_class() if cls.builds_from_encoder)
+
+
+class Generator:
+    """What an architecture provides. ``kind`` names it; ``builds_from_encoder`` says whether an encoder-only
+    checkpoint can become one (``qg.architecture``)."""
+
+    kind: ClassVar[str] = ""
+    builds_from_encoder: ClassVar[bool] = False
+
+    # --- which checkpoints and models ---------------------------------------------------------------------------
+    @classmethod
+    def recognises(cls, config) -> bool:
+        """Whether a saved checkpoint with this transformers config is a generator of this architecture."""
+        raise NotImplementedError
+
+    @classmethod
+    def handles(cls, model) -> bool:
+        """Whether a model in memory is of this architecture."""
+        raise NotImplementedError
+
+    # --- build and load -----------------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, ref: str, config, **overrides: Any):
+        """The model of a checkpoint this class :meth:`recognises` (``overrides`` go to the model config)."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_encoder(cls, ref: str, tokenizer, **overrides: Any):
+        """A new generator warm-started from an encoder-only checkpoint."""
+        raise ValueError(f"a {cls.kind} generator is not built from an encoder checkpoint: give a {cls.kind} "
+                         "checkpoint as qg.model")
+
+    # --- training -----------------------------------------------------------------------------------------------
+    @classmethod
+    def training_items(cls, model, tokenizer, sources: dict, targets: list[str],
+                       target_max_length: int) -> list[dict[str, list[int]]]:
+        """Unpadded ``input_ids`` / ``attention_mask`` / ``labels`` (and whatever else the model reads) per example,
+        from the tokenised sources (``tokenizer(sources)``) and the target texts."""
+        raise NotImplementedError
+
+    @classmethod
+    def collator(cls, model, tokenizer):
+        """Pads a batch of :meth:`training_items`; labels padded with -100."""
+        raise NotImplementedError
+
+    @classmethod
+    def dropout_configs(cls, model) -> list:
+        """The configs whose dropout ``qg.dropout`` sets."""
+        raise ValueError(f"qg.dropout applies to generators built from a BERT-family encoder, not to "
+                         f"{model.config.model_type!r}: set it to null (the checkpoint's own dropout)")
+
+    @classmethod
+    def embedding_parts(cls, model) -> tuple:
+        """The modules whose input embeddings grow when a token is added (the placeholder)."""
+        return (model,)
+
+    # --- sampling -----------------------------------------------------------------------------------------------
+    @classmethod
+    def pad_id(cls, model, tokenizer) -> int:
+        """The id that fills a sample after it ended."""
+        raise NotImplementedError
+
+    @classmethod
+    def sample(cls, model, tokenizer, enc, seed: int, *, top_k: int, top_p: float, samples: int,
+               max_new_tokens: int):
+        """``(tokens, log_probs)`` of ``samples`` top-k / top-p samples per source, consecutive per source: the
+        generated tokens and their log-probabilities under the model before top-k / top-p (padding after a sample
+        ends), seeded by ``seed``."""
+        raise NotImplementedError
