@@ -364,3 +364,23 @@ def test_claim_rows_say_how_many_training_seeds_agree_where_06_measured_several(
     assert row["claim"].endswith("(first training seed; over 3 seeds: mean +1.50, 2 of 3 with its sign, "
                                  "1 of them p < 0.05)")
     assert row["verdict"] == "holds"                       # the verdict stays the first seed's; the text qualifies it
+
+
+def test_the_readme_verdict_is_what_the_study_metrics_say():
+    """The README's one hand-written verdict sentence is checked against the claims the study's metrics give."""
+    from pathlib import Path
+
+    from ecqg.report.claim import claim_rows
+    from ecqg.report.format import load_metrics
+
+    root = Path(__file__).resolve().parents[1]
+    study = root / "results" / "study"
+    rows = {r["claim"]: r for r in claim_rows({name: load_metrics(study, f"{file}.json") for name, file in (
+        ("table3", "table3"), ("comparison", "encoder_comparison"), ("bias", "attention_bias"),
+        ("mechanism", "mechanism"))})}
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert "**The attention shift reproduces; the retrieval gain does not**: Mixed-DPR is below\nDPR on NQ." in readme
+    assert rows["Table 3, NQ Top-1: Mixed-DPR - DPR > 0"]["verdict"] == "reversed"
+    assert rows["Table 3, NQ Top-5: Mixed-DPR - DPR > 0"]["verdict"] == "reversed"
+    assert rows["attention entropy: Mixed-DPR - DPR > 0"]["verdict"] == "holds"
+    assert rows["later-sentence share: Mixed-DPR - DPR > 0"]["verdict"] == "holds"
