@@ -77,3 +77,50 @@ def test_statistics_count_questions_blanks_and_cluster_sizes():
     assert stats["clusters"] == 4 and stats["singleton_clusters"] == 3 and stats["largest_cluster"] == 5
     assert stats["examples"][0] == {"template": "When was _ born?", "questions": 5,
                                     "members": ["When was _ founded?", "When was _ born?", "When was _ established?"]}
+
+
+# ---------------------------------------------------------------------------------------------- the selector
+def test_the_selector_trains_on_passage_template_pairs_and_saves_and_loads(tmp_path):
+    """A tiny Poly-DPR learns (passage -> template) pairs with the pipeline's own loop; the loaded selector picks
+    what the trained one picks; accuracy counts a pair's own template among the top k."""
+    import numpy as np
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from ecqg.models import resolve_model
+    from ecqg.retrieval.polydpr import PolyConfig, PolyDPR
+    from ecqg.retrieval.retriever import load_retriever
+    from ecqg.retrieval.train import TrainConfig, train_biencoder
+    from ecqg.tempqg import selector
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model("bundled:minilm"))
+    torch.manual_seed(0)
+    config = BertConfig(num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=32,
+                        vocab_size=tokenizer.vocab_size, max_position_embeddings=64)
+    model = PolyDPR(BertModel(config), BertModel(config), tokenizer,
+                    PolyConfig("tiny", codes=2, query_max_length=48, passage_max_length=16))
+    passages = {str(i): {"id": str(i), "title": f"Town {i}", "text": p} for i, p in enumerate(PASSAGES)}
+    questions = [{"id": f"q{i}", "passage_id": str(i), "question": q} for i, q in
+                 enumerate(["Which river flows through _?", "What runs through _?", "How long is _?",
+                            "Who founded _?", "How many rivers has _?"])]
+    templates = cluster_templates([q["question"] for q in questions], 0.75)
+    pairs = selector.training_pairs(questions, passages, templates)
+    assert pairs[3]["question"] == "Town 3 Steve Jobs founded Apple in a garage."
+    assert pairs[3]["positive_ctxs"][0]["text"] == "Who founded _?"
+    with pytest.raises(ValueError, match="question 'x': passage 9 is not in the passages"):
+        selector.training_pairs([{"id": "x", "passage_id": 9}] * 5, passages, templates)
+
+    train_biencoder(model, pairs, None, TrainConfig(lr=1e-3, epochs=3, batch_size=2, hard_negatives=0,
+                                                    max_steps=4, checkpoint_every=None, seed=0, warmup_steps=0),
+                    tmp_path / "run", resume=False, progress=False)
+    again = load_retriever(tmp_path / "run" / "model")
+    assert isinstance(again, PolyDPR) and again.config.query_max_length == 48
+    chosen = selector.select(model, list(passages.values()), templates.representatives, k=2)
+    assert chosen.shape == (5, 2)
+    np.testing.assert_array_equal(selector.select(again, list(passages.values()), templates.representatives, k=2),
+                                  chosen)
+    measured = selector.accuracy(again, pairs, templates.representatives, ks=(1, 2))
+    top1 = float(np.mean(chosen[:, 0] == np.array(templates.of_question)))
+    assert measured == {"n": 5, "templates": len(templates.representatives), "top1": round(top1, 4),
+                        "top2": round(float(np.mean((chosen == np.array(templates.of_question)[:, None]).any(1))),
+                                      4)}
