@@ -123,6 +123,7 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
                                                            for n in v), "a list of steps >= 1 (may be empty)"),
     "dpr.finetune.validation": ((str,), lambda v: v in ("pool", "corpus"), "pool or corpus"),
     "dpr.finetune.curve_runs": ((bool,), None, "true or false"),
+    "dpr.finetune.curve_probe_passages": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
     **_train_rules("dpr.pretrain", eval_every=True, hard_negatives=True, grad_cache=True),
     "dpr.pretrain.heldout": ((int,), _positive, "an integer > 0"),
     "dpr.encode.batch_size": ((int,), _positive, "an integer > 0"),

@@ -3,6 +3,7 @@ decides exactly as an uninterrupted one (ecqg/retrieval/convergence.py, the trai
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -102,13 +103,15 @@ def test_corpus_validation_finds_held_out_answers_and_keeps_the_curve_runs(token
     from ecqg.run_files import read_run
 
     monkeypatch.chdir(tmp_path)
-    corpus = [{"id": f"c{i}", "title": w, "text": f"the {w} is far away", "source": "t"}
+    corpus = [{"id": f"c{i}", "title": w, "text": f"The {w} is far away. Its water is very deep.", "source": "t"}
               for i, w in enumerate(["lake", "hill", "forest"])]
     write_jsonl(tmp_path / "outputs" / "data" / "corpus.jsonl", corpus)
     write_jsonl(tmp_path / "outputs" / "data" / "questions" / "nq.jsonl",
-                [{"id": "t1", "question": "where is the lake", "answers": ["lake"]}])
-    params = {"data": {"test_sets": {"nq": "unused"}}, "retrieval": {"depth": 3},
-              "dpr": {"encode": {"batch_size": 4, "autocast": None}}}
+                [{"id": "t1", "question": "where is the lake", "answers": ["lake"], "gold_ids": ["c0"]},
+                 {"id": "t2", "question": "how deep is the hill", "answers": ["very deep"], "gold_ids": ["c1"]}])
+    params = {"data": {"test_sets": {"nq": "unused"}}, "retrieval": {"depth": 3}, "seed": 0,
+              "dpr": {"encode": {"batch_size": 4, "autocast": None}, "base_model": "bundled:minilm",
+                      "passage_max_length": 64, "finetune": {"curve_probe_passages": 5}}}
     held = records(4)                                   # positives p0..p3: not in the corpus, added for validation
     validate = corpus_validator(params, held, tmp_path / "curve")
     figures = validate(tiny_biencoder(tokenizer, dropout=0.0), 7)
@@ -116,3 +119,15 @@ def test_corpus_validation_finds_held_out_answers_and_keeps_the_curve_runs(token
     assert 0 <= figures["val_top1"] <= figures["val_top5"] <= figures["val_top20"] == 1.0   # 7 passages, 20 deep
     run = read_run(curve_step_dir(tmp_path / "curve", 7) / "nq.trec")
     assert {pid for pid, _ in run["t1"]} == {"c0", "c1", "c2"}      # the corpus only, as retrieve_dense searches
+    # the moved-sentence probe of 07, scored at the snapshot: t2's answer is in sentence 2 (t1's in sentence 1)
+    probe = json.loads((curve_step_dir(tmp_path / "curve", 7) / "moved_sentence.json").read_text())
+    assert probe["question_ids"] == ["t2"] and len(probe["gaps"]) == 1
+    validate(tiny_biencoder(tokenizer, dropout=0.0), 9)
+    from ecqg.pipeline.finetune_curve import gap_table
+
+    gaps = {"dpr_baseline@9": np.array([0.2, -0.1, 0.3]), "dpr_mixed@9": np.array([0.1, 0.1, 0.1]),
+            "dpr_mixed@12": np.array([0.0, 0.0, 0.1])}
+    table = gap_table(gaps, n_boot=200, seed=0, confidence=0.95)
+    paired = table[table.kind == "paired"]
+    assert list(zip(paired.variant, paired.step, paired.reference)) == [("mixed", 9, "dpr_baseline@9")]
+    assert paired.gap.iloc[0] == pytest.approx(0.1 - 0.4 / 3)           # no baseline at step 12: no pair there

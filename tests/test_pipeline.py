@@ -175,7 +175,11 @@ def test_smoke_dag_end_to_end(tmp_path):
     curve = json.loads((repo / "results/smoke/finetune_curve.json").read_text())
     assert "baseline" in curve["variants"] and {r["step"] for r in curve["accuracy"]} == {2, 4, 8}
     assert {r["variant"] for r in curve["paired"]} >= {"mixed", "uncon"}
-    assert json.loads((repo / "results/smoke/mechanism_curve.json").read_text())["variants"] == curve["variants"]
+    mechanism_curve = json.loads((repo / "results/smoke/mechanism_curve.json").read_text())
+    assert mechanism_curve["variants"] == curve["variants"]
+    moved = mechanism_curve["moved_sentence"]               # 07's moved-sentence probe at each snapshot, vs DPR
+    assert {r["step"] for r in moved if r["kind"] == "system"} == {2, 4, 8}
+    assert any(r["kind"] == "paired" and r["variant"] == "mixed" for r in moved)
     assert not (repo / "outputs/models/dpr_baseline_s2023/curve").exists()      # the curve is the first seed's
     for seed in (2022, 2023):
         assert (repo / f"outputs/models/dpr_baseline_s{seed}/query_encoder/model.safetensors").is_file()

@@ -75,7 +75,7 @@ def gold_records(params: Mapping) -> dict[str, list[dict]]:
 
 
 # dpr.<phase> keys that steer the data and the validation, not the optimisation (not TrainConfig fields)
-DATA_KEYS = ("max_examples", "heldout", "nq_dev_distant", "validation", "curve_runs")
+DATA_KEYS = ("max_examples", "heldout", "nq_dev_distant", "validation", "curve_runs", "curve_probe_passages")
 
 
 def train_config(params: Mapping, phase: str = "finetune", seed: int | None = None) -> TrainConfig:

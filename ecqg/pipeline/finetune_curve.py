@@ -12,10 +12,12 @@ import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 
 from ecqg import evaluation, paths
-from ecqg.pipeline.finetune_validation import CURVE_DIR
+from ecqg.io import read_json
+from ecqg.pipeline.finetune_validation import CURVE_DIR, MOVED_FILE
 from ecqg.run_files import read_run
 
 _STEP_DIR = re.compile(r"^step-(\d{6})$")
@@ -92,3 +94,34 @@ def step_systems(hits: Mapping, test_set: str, baseline: str = BASELINE) -> tupl
     pairs = [(f"dpr_{v}@{step}", f"dpr_{baseline}@{step}") for (v, step, name) in hits
              if name == test_set and v != baseline and (baseline, step, name) in hits]
     return systems, pairs
+
+
+def curve_gaps(variants: Sequence[str], seed: int) -> dict[str, np.ndarray]:
+    """``dpr_<variant>@<step> -> front - end gaps`` of the moved-sentence probe at every snapshot that scored it
+    (the same pairs at every snapshot: a snapshot with other question ids is an error)."""
+    gaps, ids = {}, None
+    for variant in variants:
+        for step, directory in curve_steps(variant, seed).items():
+            if not (directory / MOVED_FILE).is_file():
+                continue
+            found = read_json(directory / MOVED_FILE)
+            if ids is not None and found["question_ids"] != ids:
+                raise ValueError(f"{directory / MOVED_FILE}: other probe questions than the other snapshots'")
+            ids = found["question_ids"]
+            gaps[f"dpr_{variant}@{step}"] = np.asarray(found["gaps"], dtype=float)
+    return gaps
+
+
+def gap_table(gaps: Mapping[str, np.ndarray], n_boot: int, seed: int, confidence: float,
+              baseline: str = BASELINE) -> pd.DataFrame:
+    """Each snapshot's mean moved-sentence gap (CI over passages) and variant - DPR at the steps both reached, with
+    ``variant`` and ``step`` columns (:func:`ecqg.mechanism.summarise_gaps`)."""
+    from ecqg.mechanism import summarise_gaps
+
+    pairs = [(name, f"dpr_{baseline}@{name.rsplit('@', 1)[1]}") for name in gaps
+             if not name.startswith(f"dpr_{baseline}@")]
+    table = summarise_gaps(gaps, [p for p in pairs if p[1] in gaps], n_boot, seed, confidence)
+    if not len(table):
+        return table
+    return table.assign(variant=table.system.str.removeprefix("dpr_").str.rsplit("@", n=1).str[0],
+                        step=table.system.str.rsplit("@", n=1).str[1].astype(int))

@@ -7,8 +7,10 @@ bundle's gold triples come from SQuAD / XQuAD passages that the searched corpus 
 questions could not be answered at all), and Top-1/5/20 count answer-string hits, as Table 3 does.
 
 The curve (``dpr.finetune.curve_runs``, the first training seed): the same corpus encoding also searches every test
-set, and the runs are kept per snapshot under ``<model>/curve/step-<step>/<set>.trec``; notebook 06 turns them into
-Table 3 against fine-tuning steps. Test questions never steer training: only the held-out figures reach the trainer.
+set, and the runs are kept per snapshot under ``<model>/curve/step-<step>/<set>.trec``; the snapshot also scores
+notebook 07's moved-sentence probe (``moved_sentence.json``: each pair's front - end gap), since the snapshots'
+weights are not kept. Notebook 06 turns the runs into Table 3 against fine-tuning steps, 07 the runs and the gaps
+into its slices. Test questions never steer training: only the held-out figures reach the trainer.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ log = logging.getLogger(__name__)
 
 KS = (1, 5, 20)
 CURVE_DIR = "curve"
+MOVED_FILE = "moved_sentence.json"
 
 
 def curve_step_dir(root: Path, step: int) -> Path:
@@ -31,11 +34,15 @@ def curve_step_dir(root: Path, step: int) -> Path:
 
 
 def corpus_validator(params: Mapping, heldout: Sequence[Mapping], curve_dir: Path | None = None,
-                     progress: bool = False) -> Callable:
+                     progress: bool = False, mechanism_probe: bool = True) -> Callable:
     """``validate(model, step) -> {val_top1, val_top5, val_top20, val_questions, val_passages}`` for
-    :func:`ecqg.retrieval.train.train_biencoder`; with ``curve_dir``, also the test sets' runs of each snapshot."""
+    :func:`ecqg.retrieval.train.train_biencoder`; with ``curve_dir``, also the test sets' runs of each snapshot and
+    (``mechanism_probe``) its moved-sentence gaps."""
     from ecqg import device, evaluation
     from ecqg.data.records import read_corpus
+    from ecqg.io import write_json
+    from ecqg.mechanism import moved_sentence_scores
+    from ecqg.pipeline.located import moved_pairs
     from ecqg.retrieval import dense, faiss_index
     from ecqg.run_files import write_run
 
@@ -56,6 +63,7 @@ def corpus_validator(params: Mapping, heldout: Sequence[Mapping], curve_dir: Pat
     encode = params["dpr"]["encode"]
     cache = evaluation.HitCache(text_of)
     depth = params["retrieval"]["depth"]
+    probe: list[list[dict]] = []          # the moved-sentence pairs, built at the first snapshot of a curve
 
     def validate(model, step: int) -> dict:
         autocast = device.autocast_dtype(encode["autocast"], device.resolve().type)
@@ -78,6 +86,13 @@ def corpus_validator(params: Mapping, heldout: Sequence[Mapping], curve_dir: Pat
         for name, qs in test_sets.items():     # the searched corpus only, as the retrieve_dense stages search it
             write_run(curve_step_dir(curve_dir, step) / f"{name}.trec", search(n_corpus, qs, depth),
                       tag=f"step-{step}")
+        if curve_dir is not None and mechanism_probe:
+            if not probe:
+                probe.append(moved_pairs(params, params["dpr"]["finetune"]["curve_probe_passages"])[0])
+            front, end = moved_sentence_scores(model, probe[0], encode["batch_size"], autocast)
+            write_json(curve_step_dir(curve_dir, step) / MOVED_FILE,
+                       {"question_ids": [p["question_id"] for p in probe[0]],
+                        "gaps": [round(float(g), 6) for g in front - end]})
         log.info("validation at step %d over %d passages: %s", step, len(passages),
                  {k: round(v, 4) for k, v in out.items() if k.startswith("val_top")})
         return out

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -17,13 +16,12 @@ import numpy as np
 import pandas as pd
 
 from ecqg import evaluation, mechanism, paths
-from ecqg.data.records import read_corpus
-from ecqg.io import read_jsonl
 from ecqg.pipeline import dense as pipeline
+from ecqg.pipeline.located import (TEST_SET, fits_encoder, gold_counts, gold_passage_records,  # noqa: F401
+                                   locate, moved_pairs, nq_questions)
 
 log = logging.getLogger(__name__)
 
-TEST_SET = "nq"
 # Dense systems -> how to load each of their models: (variant, seed) per training seed.
 DENSE_SYSTEMS = ("minilm_untrained", "dpr_uncon_pre", "dpr_mixed_pre", "dpr_etm_pre", "dpr_rsm_pre", "dpr_baseline",
                  "dpr_uncon", "dpr_mixed", "dpr_etm", "dpr_rsm", "dpr_poly_baseline", "dpr_poly_mixed")
@@ -31,48 +29,6 @@ PAIRS = (("dpr_mixed", "dpr_baseline"), ("dpr_mixed", "dpr_uncon"), ("dpr_uncon"
          ("dpr_mixed_pre", "dpr_uncon_pre"), ("dpr_poly_baseline", "dpr_baseline"),
          ("dpr_poly_mixed", "dpr_poly_baseline"), ("dpr_etm", "dpr_baseline"), ("dpr_rsm", "dpr_baseline"),
          ("dpr_mixed", "dpr_etm"), ("dpr_mixed", "dpr_rsm"))
-
-
-def nq_questions(params: Mapping) -> list[dict]:
-    """The NQ test questions, each with its gold passage ids: annotated (the bundle), or for a test set that has
-    none (DPR's nq-test.csv) the first passage of BM25's ranking that contains an answer (:mod:`ecqg.silver_gold`;
-    ``gold_source`` says so, :func:`gold_counts` counts them)."""
-    from ecqg.run_files import read_run
-    from ecqg.silver_gold import with_silver_gold
-
-    if TEST_SET not in params["data"]["test_sets"]:
-        raise ValueError(f"the mechanism evaluations need the '{TEST_SET}' test set in data.test_sets")
-    questions = [q for _, q in read_jsonl(paths.questions_file(TEST_SET))]
-    if all(q.get("gold_ids") for q in questions):
-        return questions
-    run = read_run(paths.run_file("bm25", TEST_SET))
-    return with_silver_gold(questions, run, read_corpus(paths.CORPUS), params["retrieval"]["depth"])[0]
-
-
-def gold_counts(questions: Sequence[Mapping]) -> dict[str, int]:
-    """How many questions have annotated gold passages, silver ones (``gold_source``), or none."""
-    from collections import Counter
-
-    return dict(Counter("none" if not q.get("gold_ids") else q.get("gold_source", "annotated") for q in questions))
-
-
-def gold_passage_records(questions: Sequence[Mapping]) -> dict[str, dict]:
-    """The corpus records of every gold passage the questions name (one pass over the corpus)."""
-    wanted = {pid for q in questions for pid in q.get("gold_ids", [])}
-    return {p["id"]: p for p in read_corpus(paths.CORPUS) if p["id"] in wanted}
-
-
-def locate(questions: Sequence[Mapping], passages: Mapping[str, Mapping], spacy_batch_size: int = 64):
-    """(locations, analyses): each question's gold passage and answer sentence, and the spaCy analysis (entities,
-    sentences) of every located passage."""
-    from ecqg.text import analyze
-
-    gold = mechanism.gold_passages(questions, {pid: p["text"] for pid, p in passages.items()})
-    located = list(dict.fromkeys(gold.passage_id[gold.status == "ok"]))
-    start = time.perf_counter()
-    analyses = dict(zip(located, analyze([passages[pid]["text"] for pid in located], batch_size=spacy_batch_size)))
-    log.info("locate: spaCy analysis of %d gold passages in %.1f s", len(located), time.perf_counter() - start)
-    return mechanism.locate_answers(gold, {pid: p["text"] for pid, p in passages.items()}, analyses), analyses
 
 
 # =========================================================================================================== slices
@@ -158,16 +114,6 @@ def moved_sentence_gaps(params: Mapping, pairs: Sequence[Mapping],
             del model
         gaps[system] = np.vstack(per_seed)
     return gaps, pd.DataFrame(rows)
-
-
-def fits_encoder(params: Mapping):
-    """``fits(title, text)``: whether the passage encoder reads the whole passage (no truncation)."""
-    from ecqg.models import from_pretrained
-    from transformers import AutoTokenizer
-
-    tokenizer = from_pretrained(AutoTokenizer, params["dpr"]["base_model"])
-    limit = params["dpr"]["passage_max_length"]
-    return lambda title, text: len(tokenizer(title, text)["input_ids"]) <= limit
 
 
 def write_position_plot(table: pd.DataFrame, profile: str, k: int = 5) -> Path:
