@@ -12,8 +12,9 @@ A class is never instantiated: every method takes the model (and tokenizer) it w
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, ClassVar
+
+from ecqg.registry import Registry
 
 # Registry name -> the module that defines (and registers) it, imported on first use. ``qg.architecture`` names
 # one that builds from an encoder-only checkpoint; a checkpoint that already is a generator names its own.
@@ -22,44 +23,24 @@ BUILTIN = {
     "bert2bert": "ecqg.qg.seq2seq",       # an encoder-decoder warm start from one BERT (Rothe et al. 2020)
     "seq2seq": "ecqg.qg.seq2seq",         # a seq2seq checkpoint as shipped (the paper's BART, T5)
 }
-REGISTRY: dict[str, type["Generator"]] = {}
-
-
-def register(cls: type["Generator"]) -> type["Generator"]:
-    """Class decorator: make ``cls`` findable by its ``kind`` and by the checkpoints and models it recognises."""
-    if not getattr(cls, "kind", None):
-        raise ValueError(f"{cls.__name__}: a generator needs a class attribute kind")
-    REGISTRY[cls.kind] = cls
-    return cls
-
-
-def generator_class(kind: str) -> type["Generator"]:
-    if kind not in REGISTRY and kind in BUILTIN:
-        importlib.import_module(BUILTIN[kind])
-    if kind not in REGISTRY:
-        raise ValueError(f"unknown generator architecture {kind!r}; known: {sorted(set(REGISTRY) | set(BUILTIN))}")
-    return REGISTRY[kind]
-
-
-def _every_class() -> list[type["Generator"]]:
-    for module in dict.fromkeys(BUILTIN.values()):
-        importlib.import_module(module)
-    return list(REGISTRY.values())
+REGISTRY = Registry("generator architecture", BUILTIN)
+register = REGISTRY.register
+generator_class = REGISTRY.get
 
 
 def generator_for(model) -> type["Generator"]:
     """The class of a generator model (built or loaded)."""
-    found = [cls for cls in _every_class() if cls.handles(model)]
+    found = [cls for cls in REGISTRY.every() if cls.handles(model)]
     if len(found) != 1:
         raise ValueError(f"{type(model).__name__} is {'no' if not found else 'more than one'} registered generator "
-                         f"architecture ({[c.kind for c in found] or sorted(REGISTRY)})")
+                         f"architecture ({[c.kind for c in found] or sorted(REGISTRY.classes)})")
     return found[0]
 
 
 def saved_generator(config) -> type["Generator"] | None:
     """The class whose checkpoints look like ``config`` (a transformers config), or None for a checkpoint that is no
     generator yet (an encoder to build one from)."""
-    found = [cls for cls in _every_class() if cls.recognises(config)]
+    found = [cls for cls in REGISTRY.every() if cls.recognises(config)]
     if len(found) > 1:
         raise ValueError(f"a {config.model_type!r} checkpoint is claimed by {[c.kind for c in found]}")
     return found[0] if found else None
@@ -67,7 +48,7 @@ def saved_generator(config) -> type["Generator"] | None:
 
 def encoder_architectures() -> tuple[str, ...]:
     """The names ``qg.architecture`` may give: the architectures built from an encoder-only checkpoint."""
-    return tuple(cls.kind for cls in _every_class() if cls.builds_from_encoder)
+    return tuple(cls.kind for cls in REGISTRY.every() if cls.builds_from_encoder)
 
 
 class Generator:

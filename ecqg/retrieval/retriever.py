@@ -29,7 +29,6 @@ holds ``K x N`` rows and each passage keeps its best.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
@@ -38,6 +37,7 @@ import numpy as np
 import torch
 
 from ecqg.io import atomic_path
+from ecqg.registry import Registry
 from ecqg.retrieval.choices import RETRIEVERS
 
 CONFIG_FILE = "retriever.json"
@@ -45,23 +45,9 @@ LEGACY_CONFIG_FILE = "bi_encoder.json"      # models saved before the registry: 
 # Registry name -> the module that defines (and registers) it; imported on first use, so naming a retriever in
 # params costs nothing until it is built. A new retriever: one module with one @register class, one line there.
 BUILTIN = RETRIEVERS
-REGISTRY: dict[str, type["Retriever"]] = {}
-
-
-def register(cls: type["Retriever"]) -> type["Retriever"]:
-    """Class decorator: make ``cls`` buildable and loadable by its ``kind``."""
-    if not getattr(cls, "kind", None):
-        raise ValueError(f"{cls.__name__}: a retriever needs a class attribute kind")
-    REGISTRY[cls.kind] = cls
-    return cls
-
-
-def retriever_class(kind: str) -> type["Retriever"]:
-    if kind not in REGISTRY and kind in BUILTIN:
-        importlib.import_module(BUILTIN[kind])
-    if kind not in REGISTRY:
-        raise ValueError(f"unknown retriever '{kind}'; known: {sorted(set(REGISTRY) | set(BUILTIN))}")
-    return REGISTRY[kind]
+REGISTRY = Registry("retriever", BUILTIN)
+register = REGISTRY.register
+retriever_class = REGISTRY.get
 
 
 def saved_settings(directory: str | Path) -> dict[str, Any]:
