@@ -113,17 +113,25 @@ def test_corpus_validation_finds_held_out_answers_and_keeps_the_curve_runs(token
               "dpr": {"encode": {"batch_size": 4, "autocast": None}, "base_model": "bundled:minilm",
                       "passage_max_length": 64, "finetune": {"curve_probe_passages": 5}}}
     held = records(4)                                   # positives p0..p3: not in the corpus, added for validation
-    validate = corpus_validator(params, held, tmp_path / "curve")
+    from ecqg import paths
+    from ecqg.pipeline.finetune_curve import curve_gaps
+    from ecqg.pipeline.finetune_validation import CURVE_DIR
+
+    curve = paths.model_dir("baseline", 0) / CURVE_DIR              # where stage 05 keeps the first seed's curve
+    validate = corpus_validator(params, held, curve)
     figures = validate(tiny_biencoder(tokenizer, dropout=0.0), 7)
     assert figures["val_questions"] == 4 and figures["val_passages"] == 3 + 4
     assert 0 <= figures["val_top1"] <= figures["val_top5"] <= figures["val_top20"] == 1.0   # 7 passages, 20 deep
-    run = read_run(curve_step_dir(tmp_path / "curve", 7) / "nq.trec")
+    run = read_run(curve_step_dir(curve, 7) / "nq.trec")
     assert {pid for pid, _ in run["t1"]} == {"c0", "c1", "c2"}      # the corpus only, as retrieve_dense searches
     # the moved-sentence probe of 07, scored at the snapshot: t2's answer is in sentence 2 (t1's in sentence 1)
-    probe = json.loads((curve_step_dir(tmp_path / "curve", 7) / "moved_sentence.json").read_text())
+    probe = json.loads((curve_step_dir(curve, 7) / "moved_sentence.json").read_text())
     assert probe["question_ids"] == ["t2"] and len(probe["gaps"]) == 1
     validate(tiny_biencoder(tokenizer, dropout=0.0), 9)
     from ecqg.pipeline.finetune_curve import gap_table
+
+    read = curve_gaps(["baseline"], 0)                              # what notebook 07 reads back
+    assert sorted(read) == ["dpr_baseline@7", "dpr_baseline@9"] and all(len(g) == 1 for g in read.values())
 
     gaps = {"dpr_baseline@9": np.array([0.2, -0.1, 0.3]), "dpr_mixed@9": np.array([0.1, 0.1, 0.1]),
             "dpr_mixed@12": np.array([0.0, 0.0, 0.1])}

@@ -104,7 +104,7 @@ def curve_gaps(variants: Sequence[str], seed: int) -> dict[str, np.ndarray]:
         for step, directory in curve_steps(variant, seed).items():
             if not (directory / MOVED_FILE).is_file():
                 continue
-            found = read_json(directory / MOVED_FILE)
+            found = read_json(directory / MOVED_FILE, dict, "the moved-sentence gaps of a snapshot")
             if ids is not None and found["question_ids"] != ids:
                 raise ValueError(f"{directory / MOVED_FILE}: other probe questions than the other snapshots'")
             ids = found["question_ids"]
