@@ -3,7 +3,9 @@
 Prints figures; not a test. Real-looking text: passages from ``data/corpus.jsonl.gz`` (the committed mini bundle);
 each question is a passage's opening words, its positive that passage, its hard negative another passage.
 Run: ``.venv/bin/python bench/bench_train.py [--steps 4 --warmup 1 --chunk 4 --bucket 16 --mixed-precision bf16]``;
-``--hard-negatives 0`` times in-batch negatives only (synthetic pre-training without BM25 negatives).
+``--hard-negatives 0`` times in-batch negatives only (synthetic pre-training without BM25 negatives);
+``--bucket 16,8,4 --buckets-only`` compares bucket sizes alone (the study's fine-tuning setting:
+``--batch-size 32 --query-len 64 --bucket 16,8,4 --buckets-only --mixed-precision bf16``).
 """
 
 from __future__ import annotations
@@ -60,6 +62,25 @@ def run(model_ref: str, records: list[dict], chunk: int | None, bucket: int | No
             "losses": [round(h["loss"], 4) for h in history]}
 
 
+def feeding_costs(model_ref: str, records: list[dict], buckets: list[int], args) -> None:
+    """What caching tokenisation or smaller buckets could save: tokenising one step's texts, and the share of padding
+    tokens each bucket size leaves (passages sorted by length within the step, as the trainer does)."""
+    bi = BiEncoder.from_base(model_ref, query_max_length=args.query_len, passage_max_length=args.passage_len)
+    step = records[:args.batch_size]
+    titles = [c["title"] for r in step for c in [r["positive_ctxs"][0]] + r["hard_negative_ctxs"][:args.hard_negatives]]
+    texts = [c["text"] for r in step for c in [r["positive_ctxs"][0]] + r["hard_negative_ctxs"][:args.hard_negatives]]
+    start = time.perf_counter()
+    for _ in range(10):
+        bi.tokenize_queries([r["question"] for r in step])
+        lengths = bi.tokenize_passages(titles, texts)["attention_mask"].sum(dim=1).tolist()
+    print(f"tokenising one step's {len(step)} questions and {len(texts)} passages: "
+          f"{(time.perf_counter() - start) * 100:.1f} ms")
+    lengths.sort()
+    for b in buckets:
+        padded = sum(max(lengths[i:i + b]) * len(lengths[i:i + b]) for i in range(0, len(lengths), b))
+        print(f"bucket {b:3d}: {1 - sum(lengths) / padded:.1%} of the passage tokens are padding")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="bundled:minilm")
@@ -67,7 +88,9 @@ def main() -> None:
     parser.add_argument("--query-len", type=int, default=32)
     parser.add_argument("--passage-len", type=int, default=256, help="the mini profile's passage_max_length")
     parser.add_argument("--chunk", type=int, default=4, help="GradCache chunk size")
-    parser.add_argument("--bucket", type=int, default=16, help="length bucket size (plain path)")
+    parser.add_argument("--bucket", default="16", help="length bucket size(s) of the plain path, comma-separated")
+    parser.add_argument("--buckets-only", action="store_true",
+                        help="time the length-bucket modes only (no plain full-batch or grad-cache mode)")
     parser.add_argument("--steps", type=int, default=4, help="timed steps per mode")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps per mode")
     parser.add_argument("--hard-negatives", type=int, default=1,
@@ -86,9 +109,12 @@ def main() -> None:
     print(f"# model {args.model}, batch {args.batch_size} (+{args.batch_size * args.hard_negatives} hard negatives), "
           f"query len {args.query_len}, passage len {args.passage_len}, {args.steps} timed steps after "
           f"{args.warmup} warm-up, mixed precision {args.mixed_precision}")
+    buckets = [int(b) for b in args.bucket.split(",")]
+    feeding_costs(args.model, records, buckets, args)
     results = []
-    modes = [("plain", None, None), (f"length buckets ({args.bucket})", None, args.bucket),
-             (f"grad-cache (chunk {args.chunk})", args.chunk, None)]
+    modes = [(f"length buckets ({b})", None, b) for b in buckets]
+    if not args.buckets_only:
+        modes = [("plain", None, None), modes[0], (f"grad-cache (chunk {args.chunk})", args.chunk, None)]
     for mode, chunk, bucket in modes:
         start = time.perf_counter()
         result = run(args.model, records, chunk, bucket, args)
@@ -96,11 +122,16 @@ def main() -> None:
         results.append(result)
         print(f"{mode:24s} {result['examples_per_s_median']:7.2f} examples/s   "
               f"{result['step_seconds_median']:6.2f} s/step   losses {result['losses']}")
-    plain = results[0]["examples_per_s_median"]
-    print(f"length buckets / plain throughput: {results[1]['examples_per_s_median'] / plain:.2f}x "
-          "(expected > 1 on CPU: less padding)")
-    print(f"grad-cache / plain throughput: {results[2]['examples_per_s_median'] / plain:.2f}x "
-          "(expected < 1: one extra forward pass per step)")
+    if args.buckets_only:
+        first = results[0]["examples_per_s_median"]
+        for b, r in zip(buckets[1:], results[1:]):
+            print(f"length buckets ({b}) / ({buckets[0]}) throughput: {r['examples_per_s_median'] / first:.2f}x")
+    else:
+        plain = results[0]["examples_per_s_median"]
+        print(f"length buckets / plain throughput: {results[1]['examples_per_s_median'] / plain:.2f}x "
+              "(expected > 1 on CPU: less padding)")
+        print(f"grad-cache / plain throughput: {results[2]['examples_per_s_median'] / plain:.2f}x "
+              "(expected < 1: one extra forward pass per step)")
     print(json.dumps({"results": results}))
 
 

@@ -38,6 +38,14 @@ class Registry:
             importlib.import_module(module)
         return list(self.classes.values())
 
+    def claimants(self, claims) -> list[type]:
+        """Every registered class for which ``claims(cls)`` holds, checked never to be more than one: two classes
+        claiming one model or checkpoint would make the choice depend on import order."""
+        found = [cls for cls in self.every() if claims(cls)]
+        if len(found) > 1:
+            raise ValueError(f"more than one {self.what} claims it: {[c.kind for c in found]}")
+        return found
+
     def __getitem__(self, kind: str) -> type:
         return self.classes[kind]
 

@@ -126,3 +126,15 @@ def test_params_name_exactly_the_architectures_built_from_an_encoder():
     assert all(check(name) for name in encoder_architectures()) and not check("seq2seq") and not check("gpt")
     with pytest.raises(ValueError, match="unknown generator architecture 'test_causal_lm'"):
         qg.build_generator("bundled:minilm", architecture="test_causal_lm")
+
+
+def test_two_architectures_claiming_one_model_is_an_error():
+    """The registry must never pick between two claimants by import order."""
+    from ecqg.registry import Registry
+
+    registry = Registry("toy architecture", {})
+    for kind in ("first", "second"):
+        registry.register(type(kind, (), {"kind": kind, "handles": classmethod(lambda cls, m: m == "same")}))
+    assert [c.kind for c in registry.claimants(lambda cls: cls.handles("other"))] == []
+    with pytest.raises(ValueError, match=r"more than one toy architecture claims it: \['first', 'second'\]"):
+        registry.claimants(lambda cls: cls.handles("same"))

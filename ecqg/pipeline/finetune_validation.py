@@ -34,10 +34,10 @@ def curve_step_dir(root: Path, step: int) -> Path:
 
 
 def corpus_validator(params: Mapping, heldout: Sequence[Mapping], curve_dir: Path | None = None,
-                     progress: bool = False, mechanism_probe: bool = True) -> Callable:
+                     progress: bool = False) -> Callable:
     """``validate(model, step) -> {val_top1, val_top5, val_top20, val_questions, val_passages}`` for
     :func:`ecqg.retrieval.train.train_biencoder`; with ``curve_dir``, also the test sets' runs of each snapshot and
-    (``mechanism_probe``) its moved-sentence gaps."""
+    its moved-sentence gaps."""
     from ecqg import device, evaluation
     from ecqg.data.records import read_corpus
     from ecqg.io import write_json
@@ -63,9 +63,10 @@ def corpus_validator(params: Mapping, heldout: Sequence[Mapping], curve_dir: Pat
     encode = params["dpr"]["encode"]
     cache = evaluation.HitCache(text_of)
     depth = params["retrieval"]["depth"]
-    probe: list[list[dict]] = []          # the moved-sentence pairs, built at the first snapshot of a curve
+    probe = None                          # the moved-sentence pairs, built at the first snapshot of a curve
 
     def validate(model, step: int) -> dict:
+        nonlocal probe
         autocast = device.autocast_dtype(encode["autocast"], device.resolve().type)
         ids, vectors = dense.encode_passages(model, passages, batch_size=encode["batch_size"], progress=progress,
                                              autocast=autocast)
@@ -86,12 +87,12 @@ def corpus_validator(params: Mapping, heldout: Sequence[Mapping], curve_dir: Pat
         for name, qs in test_sets.items():     # the searched corpus only, as the retrieve_dense stages search it
             write_run(curve_step_dir(curve_dir, step) / f"{name}.trec", search(n_corpus, qs, depth),
                       tag=f"step-{step}")
-        if curve_dir is not None and mechanism_probe:
-            if not probe:
-                probe.append(moved_pairs(params, params["dpr"]["finetune"]["curve_probe_passages"])[0])
-            front, end = moved_sentence_scores(model, probe[0], encode["batch_size"], autocast)
+        if curve_dir is not None:
+            if probe is None:
+                probe = moved_pairs(params, params["dpr"]["finetune"]["curve_probe_passages"])[0]
+            front, end = moved_sentence_scores(model, probe, encode["batch_size"], autocast)
             write_json(curve_step_dir(curve_dir, step) / MOVED_FILE,
-                       {"question_ids": [p["question_id"] for p in probe[0]],
+                       {"question_ids": [p["question_id"] for p in probe],
                         "gaps": [round(float(g), 6) for g in front - end]})
         log.info("validation at step %d over %d passages: %s", step, len(passages),
                  {k: round(v, 4) for k, v in out.items() if k.startswith("val_top")})

@@ -30,19 +30,17 @@ generator_class = REGISTRY.get
 
 def generator_for(model) -> type["Generator"]:
     """The class of a generator model (built or loaded)."""
-    found = [cls for cls in REGISTRY.every() if cls.handles(model)]
-    if len(found) != 1:
-        raise ValueError(f"{type(model).__name__} is {'no' if not found else 'more than one'} registered generator "
-                         f"architecture ({[c.kind for c in found] or sorted(REGISTRY.classes)})")
+    found = REGISTRY.claimants(lambda cls: cls.handles(model))
+    if not found:
+        raise ValueError(f"{type(model).__name__} is no registered generator architecture "
+                         f"({sorted(REGISTRY.classes)})")
     return found[0]
 
 
 def saved_generator(config) -> type["Generator"] | None:
     """The class whose checkpoints look like ``config`` (a transformers config), or None for a checkpoint that is no
     generator yet (an encoder to build one from)."""
-    found = [cls for cls in REGISTRY.every() if cls.recognises(config)]
-    if len(found) > 1:
-        raise ValueError(f"a {config.model_type!r} checkpoint is claimed by {[c.kind for c in found]}")
+    found = REGISTRY.claimants(lambda cls: cls.recognises(config))
     return found[0] if found else None
 
 

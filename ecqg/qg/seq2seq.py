@@ -43,13 +43,13 @@ class Seq2SeqGenerator(Generator):
         return from_pretrained(AutoModelForSeq2SeqLM, ref, **overrides)
 
     @classmethod
-    def labels(cls, tokenizer, targets: list[str], target_max_length: int, model) -> list[list[int]]:
+    def labels(cls, model, tokenizer, targets: list[str], target_max_length: int) -> list[list[int]]:
         return tokenizer(text_target=targets, max_length=target_max_length, truncation=True)["input_ids"]
 
     @classmethod
     def training_items(cls, model, tokenizer, sources: dict, targets: list[str],
                        target_max_length: int) -> list[dict[str, list[int]]]:
-        labels = cls.labels(tokenizer, targets, target_max_length, model)
+        labels = cls.labels(model, tokenizer, targets, target_max_length)
         return [{"input_ids": i, "attention_mask": m, "labels": lab}
                 for i, m, lab in zip(sources["input_ids"], sources["attention_mask"], labels)]
 
@@ -110,7 +110,7 @@ class Bert2BertGenerator(Seq2SeqGenerator):
         return model
 
     @classmethod
-    def labels(cls, tokenizer, targets: list[str], target_max_length: int, model) -> list[list[int]]:
+    def labels(cls, model, tokenizer, targets: list[str], target_max_length: int) -> list[list[int]]:
         raw = tokenizer(targets, add_special_tokens=False, max_length=target_max_length - 1,
                         truncation=True)["input_ids"]
         return [ids + [model.config.eos_token_id] for ids in raw]
