@@ -60,6 +60,11 @@ SYNTHETIC = OUTPUTS / "synthetic"
 # Stage pseudo_queries: the generator-free ETM and RSM sets (Luo et al. 2022), DPR retriever-json.
 PSEUDO = OUTPUTS / "pseudo"
 PSEUDO_KINDS = ("etm", "rsm")
+# Stage tempqg (notebook 08): TempQG's templates, template selector, template-conditioned generator, its questions
+# and its DPR retriever-json set (Luo et al. 2022).
+TEMPQG = OUTPUTS / "tempqg"
+TEMPQG_CHECKPOINTS = CHECKPOINTS / "tempqg"
+TEMPQG_GENERATOR = "tempqg"                  # the generator's (and its set's and DPR variant's) name
 
 # Notebooks, figures.
 NOTEBOOKS_SRC = Path("notebooks")
@@ -98,6 +103,7 @@ def dense_index_dir(variant: str, seed: int | None = None) -> Path:
 
 
 GENERATORS = ("uncon", "con")               # the two question generators: unconditioned, entity-conditioned
+SAMPLED_GENERATORS = GENERATORS + (TEMPQG_GENERATOR,)   # every generator whose records the filters read
 
 
 def generator_dir(generator: str) -> Path:
@@ -115,7 +121,10 @@ def kept_file(generator: str) -> Path:
 
 
 def synthetic_set(variant: str) -> Path:
-    """A pre-training set: stage 04's ``uncon`` / ``mixed``, or stage pseudo_queries' ``etm`` / ``rsm``."""
+    """A pre-training set: stage 04's ``uncon`` / ``mixed``, stage pseudo_queries' ``etm`` / ``rsm``, or stage
+    tempqg's ``tempqg``."""
+    if variant == TEMPQG_GENERATOR:
+        return TEMPQG / f"{variant}.json"
     return (PSEUDO if variant in PSEUDO_KINDS else SYNTHETIC) / f"{variant}.json"
 
 

@@ -34,6 +34,12 @@ PSEUDO = {"pseudo_queries"} | {f"{stage}@{variant}-{seed}" for seed in SEEDS for
                                for stage in ("dpr_pseudo", "retrieve_dense_pseudo")}   # ETM / RSM: UnCon's passages
 PSEUDO |= {f"{stage}@{v}" for v in ("etm", "rsm") for stage in ("dpr_pretraining_pseudo", "retrieve_pretrained_pseudo")}
 SYNTHETIC |= PSEUDO
+# TempQG: its stage over UnCon's passages, TempQG-DPR, and Luo et al.'s recipe (Poly-DPR, RSM then TempQG)
+LUO = {"dpr_pretraining_poly_rsm_tempqg"} | {f"{stage}{seed}" for seed in SEEDS
+                                             for stage in ("dpr_poly_rsm_tempqg@", "retrieve_dense@poly_rsm_tempqg-")}
+TEMPQG = {"tempqg", "dpr_pretraining_tempqg", "retrieve_pretrained@tempqg_pre", *LUO} | {
+    f"{stage}{seed}" for seed in SEEDS for stage in ("dpr_tempqg@", "retrieve_dense@tempqg-")}
+SYNTHETIC |= TEMPQG
 SYNTHETIC |= {f"hybrid@{variant}-{seed}" for seed in SEEDS for variant in PARAMS["hybrid"]["variants"]
               if variant in ("uncon", "mixed", "poly_mixed")}   # ... and their BM25 hybrids
 HYBRIDS = {f"hybrid@{variant}-{seed}" for seed in SEEDS for variant in PARAMS["hybrid"]["variants"]}
@@ -55,10 +61,11 @@ SPEC = {
     "dpr.seeds": {"results", "mechanism", "report"},
     "evaluation.mechanism.moved_sentence_passages": {"mechanism", "report"},
     "hybrid.rrf_k": {*HYBRIDS, "results", "mechanism", "report"},
-    "polydpr.codes": {*POLY, "results", "mechanism", "report"},
-    "pseudo.m": {*PSEUDO, "results", "mechanism", "report"},
+    "polydpr.codes": {*POLY, *TEMPQG, "results", "mechanism", "report"},     # TempQG's selector is a Poly-DPR
+    "pseudo.m": {*PSEUDO, *LUO, "results", "mechanism", "report"},
+    "tempqg.threshold": {*TEMPQG, "results", "mechanism", "report"},
     # synthetic pre-training reruns its own stages and what fine-tunes from them; the baseline and Poly-DPR stay
-    "dpr.pretrain.lr": {*(SYNTHETIC - {"pseudo_queries"}), "results", "mechanism", "report"},
+    "dpr.pretrain.lr": {*(SYNTHETIC - {"pseudo_queries", "tempqg"}), "results", "mechanism", "report"},
 }
 
 
@@ -172,7 +179,9 @@ def test_the_study_profile_trains_no_etm_rsm_and_fuses_the_two_by_two(tmp_path):
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     with dvc_repo.Repo.init(str(tmp_path)) as repo:
         names = {s.name for s in repo.index.graph.nodes}
-    assert not {n for n in names if "etm" in n or "rsm" in n}
+    # no ETM / RSM-DPR; Luo et al.'s recipe pre-trains on the RSM set (built by pseudo_queries) and stays
+    assert not {n for n in names if ("etm" in n or "rsm" in n) and "rsm_tempqg" not in n}
+    assert {"tempqg", "dpr_pretraining_poly_rsm_tempqg", "dpr_pretraining_tempqg"} <= names
     assert "pseudo_queries" in names              # the pseudo-queries are still built and shown (cheap)
     seeds = config.preset("study", REPO / "params")["dpr"]["seeds"]
     assert len(seeds) == 3

@@ -105,11 +105,20 @@ def _steps():
                         PolyConfig("tiny", codes=3, query_max_length=16, passage_max_length=64))
         poly_codes.code_attention(model, PASSAGES, batch_size=2)
 
+    def template_selection():   # 08: TempQG's selector (a Poly-DPR) picks a template per passage
+        from ecqg.tempqg import selector
+
+        config = _bert()
+        model = PolyDPR(BertModel(config), BertModel(config), TOKENIZER,
+                        PolyConfig("tiny", codes=3, query_max_length=64, passage_max_length=16))
+        selector.select(model, PASSAGES, ["Where is _?", "Who met _?"], k=1, batch_size=2)
+
     def moved_sentence():    # 07's probe
         pairs = [{"question": "who met Macron?", "passage_id": "p0", "title": "Lyon", "front": TEXT, "end": TEXT}]
         mechanism.moved_sentence_scores(_biencoder(), pairs, batch_size=2)
 
-    return {f.__name__: f for f in (encode, cls_attention, sampling, reader_round_trip, poly, moved_sentence)}
+    return {f.__name__: f for f in (encode, cls_attention, sampling, reader_round_trip, poly, template_selection,
+                                          moved_sentence)}
 
 
 @pytest.mark.parametrize("step", list(_steps()))

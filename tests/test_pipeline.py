@@ -228,10 +228,11 @@ def test_smoke_dag_end_to_end(tmp_path):
         assert table["accuracy"][f"dpr_{kind}_pre"]["nq"]["all"]["n"] == 40, kind
     assert "dpr_mixed_minus_dpr_etm" in table["paired"] and "dpr_uncon_minus_dpr_rsm" in table["paired"]
     comparison = json.loads((repo / "results/smoke/encoder_comparison.json").read_text())
-    assert set(comparison["attention"]["encoders"]) == {"dpr_baseline", "dpr_uncon", "dpr_mixed", "dpr_etm", "dpr_rsm"}
+    assert set(comparison["attention"]["encoders"]) == {"dpr_baseline", "dpr_uncon", "dpr_mixed", "dpr_etm", "dpr_rsm",
+                                                        "dpr_tempqg"}
     # the Table 1 probe also scores Poly-DPR, with its inference score (best code)
-    assert set(comparison["table1_probe"]) == set(comparison["attention"]["encoders"]) | {"dpr_poly_baseline",
-                                                                                          "dpr_poly_mixed"}
+    assert set(comparison["table1_probe"]) == set(comparison["attention"]["encoders"]) | {
+        "dpr_poly_baseline", "dpr_poly_mixed", "dpr_poly_rsm_tempqg"}
     assert "dpr_mixed_minus_dpr_baseline" in comparison["attention"]["paired"]
     # every training seed's DPR / UnCon / Mixed measured on the same passages and probes (06, across seeds); the
     # first seed's entry is the comparison above
@@ -249,9 +250,10 @@ def test_smoke_dag_end_to_end(tmp_path):
     mechanism = json.loads((repo / "results/smoke/mechanism.json").read_text())
     assert mechanism["position"]["counts"]["ok"] > 0 and mechanism["moved_sentence"]["counts"]["probed"] > 0
     assert set(mechanism["moved_sentence"]["systems"]) == {"minilm_untrained", "dpr_uncon_pre", "dpr_mixed_pre",
-                                                           "dpr_etm_pre", "dpr_rsm_pre", "dpr_baseline", "dpr_uncon",
-                                                           "dpr_mixed", "dpr_etm", "dpr_rsm",
-                                                           "dpr_poly_baseline", "dpr_poly_mixed"}
+                                                           "dpr_etm_pre", "dpr_rsm_pre", "dpr_tempqg_pre",
+                                                           "dpr_baseline", "dpr_uncon", "dpr_mixed", "dpr_etm",
+                                                           "dpr_rsm", "dpr_tempqg", "dpr_poly_baseline",
+                                                           "dpr_poly_mixed", "dpr_poly_rsm_tempqg"}
     assert mechanism["moved_sentence"]["systems"]["dpr_baseline"]["seeds"] == 2
     # the slices cover the same dense systems as the moved-sentence probe (one list: mechanism.DENSE_SYSTEMS)
     assert set(mechanism["moved_sentence"]["systems"]) <= set(mechanism["position"]["accuracy"])
@@ -276,6 +278,22 @@ def test_smoke_dag_end_to_end(tmp_path):
     for system in ("dpr_poly_baseline", "dpr_poly_mixed", "hybrid_sum_poly_baseline"):
         assert table["accuracy"][system]["nq"]["all"]["seeds"] == 2, system
     assert "dpr_poly_mixed_minus_dpr_poly_baseline" in table["paired"]
+    # TempQG: templates, a selector measured on held-out pairs, a set over UnCon's passages; TempQG-DPR and Luo et
+    # al.'s recipe (Poly-DPR pre-trained on RSM, then on TempQG) as Table 3 rows with paired differences
+    tempqg = json.loads((repo / "results/smoke/tempqg.json").read_text())
+    assert tempqg["templates"]["questions"] == 32 and tempqg["templates"]["candidates"] >= 2
+    assert tempqg["selector"]["n"] > 0 and 0 <= tempqg["selector"]["top1"] <= tempqg["selector"]["top5"] <= 1
+    assert {"tempqg", "uncon"} <= set(tempqg["quality"]) and "template_follows_template" in tempqg["quality"]["tempqg"]
+    assert 0 < tempqg["set"]["size"] <= tempqg["set"]["uncon_entries"]
+    for system in ("dpr_tempqg", "dpr_poly_rsm_tempqg"):
+        assert table["accuracy"][system]["nq"]["all"]["seeds"] == 2, system
+    assert table["accuracy"]["dpr_tempqg_pre"]["nq"]["all"]["n"] == 40
+    assert {"dpr_tempqg_minus_dpr_uncon", "dpr_poly_rsm_tempqg_minus_dpr_poly_baseline"} <= set(table["paired"])
+    luo = [json.loads(line) for line in (repo / "outputs/models/dpr_poly_rsm_tempqg_pre_s2022/history.jsonl")
+           .read_text().splitlines()]
+    sets = [h["set"] for h in luo if "loss" in h]                  # two phases: RSM's steps, then TempQG's
+    assert sets == sorted(sets, key=["rsm", "tempqg"].index) and set(sets) == {"rsm", "tempqg"}
+    assert "TempQG" in (repo / "results/smoke/README.md").read_text()
     poly_search = json.loads((repo / "results/smoke/stage_retrieve_dense_poly_mixed-2023.json").read_text())
     assert poly_search["index_rows"] == 6 * poly_search["passages"]
     assert (repo / "outputs/models/dpr_poly_mixed_pre_s2022/poly_codes.safetensors").is_file()

@@ -33,7 +33,7 @@ def test_a_profile_without_etm_rsm_drops_only_their_rows():
     assert dense.in_profile(rows, params) == [r for r in rows if r not in ("dpr_etm_pre", "hybrid_rrf_etm")]
     study = config.preset("study", REPO / "params")
     kept = dense.in_profile(rows + hybrid.systems(study), study)
-    assert not any("etm" in r or "rsm" in r for r in kept)
+    assert not any(("etm" in r or "rsm" in r) and "rsm_tempqg" not in r for r in kept)
     assert {"dpr_baseline", "dpr_poly_mixed", "hybrid_sum_poly_mixed", "hybrid_rrf_poly_mixed"} <= set(kept)
 
 

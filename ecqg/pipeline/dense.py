@@ -87,7 +87,10 @@ def train_config(params: Mapping, phase: str = "finetune", seed: int | None = No
 VARIANTS = DENSE_VARIANTS
 # Pre-trained on the set of the same name (``paths.synthetic_set``): stage 04's generated UnCon / Mixed questions, or
 # stage pseudo_queries' generator-free ETM / RSM pseudo-queries over the same passages, as many.
-SYNTHETIC_VARIANTS = ("uncon", "mixed", "etm", "rsm")
+SYNTHETIC_VARIANTS = ("uncon", "mixed", "etm", "rsm", "tempqg")
+# Pre-trained on several sets one after the other, each a pre-training phase (``dpr.pretrain``) continuing from the
+# last: Luo et al.'s best BioASQ recipe, RSM's pseudo-queries first, then TempQG's questions (Poly-DPR only).
+PRETRAIN_SEQUENCES = {"rsm_tempqg": ("rsm", "tempqg")}
 PRETRAINED_SUFFIX = "_pre"               # uncon_pre, ...: a pre-trained variant right after pre-training
 PRETRAIN_ONLY_VARIANTS = tuple(v + PRETRAINED_SUFFIX for v in SYNTHETIC_VARIANTS)
 # Poly-DPR (Luo et al. 2022) trained exactly like a DPR variant, on the same data with the same settings and seeds:
@@ -119,9 +122,15 @@ def retriever_kind(variant: str, params: Mapping) -> str:
 
 
 def synthetic_records(variant: str) -> list[dict]:
-    """The pre-training set of ``uncon`` / ``mixed`` (stage 04) or ``etm`` / ``rsm`` (stage pseudo_queries), DPR
-    retriever-json."""
+    """The pre-training set of ``uncon`` / ``mixed`` (stage 04), ``etm`` / ``rsm`` (stage pseudo_queries) or
+    ``tempqg`` (stage tempqg), DPR retriever-json."""
     return list(read_dpr_retriever_json(paths.synthetic_set(variant)))
+
+
+def pretraining_sets(data: str) -> tuple[str, ...]:
+    """The synthetic sets a data variant pre-trains on, in order: one set, or a sequence
+    (:data:`PRETRAIN_SEQUENCES`)."""
+    return PRETRAIN_SEQUENCES.get(data, (data,))
 
 
 def _train_phase(model: Retriever, records: list[dict], heldout: int, config: TrainConfig, run_dir, seed: int,
@@ -153,13 +162,16 @@ def _start_model(variant: str, params: Mapping, seed: int) -> Retriever:
 
 
 def is_pretrained_variant(variant: str) -> bool:
-    """Does ``variant`` pre-train on a synthetic set before fine-tuning (uncon, mixed, etm, rsm, poly_mixed)?"""
-    return data_variant(variant) in SYNTHETIC_VARIANTS
+    """Does ``variant`` pre-train on synthetic sets before fine-tuning (uncon, mixed, etm, rsm, tempqg, poly_mixed,
+    poly_rsm_tempqg)?"""
+    return data_variant(variant) in SYNTHETIC_VARIANTS or data_variant(variant) in PRETRAIN_SEQUENCES
 
 
 def pretraining_stage(variant: str) -> str:
     """The DVC stage that pre-trains ``variant`` (dvc.yaml): for a message that says what to run."""
     data = data_variant(variant)
+    if data == paths.TEMPQG_GENERATOR or data in PRETRAIN_SEQUENCES:
+        return f"dpr_pretraining_{variant}"
     stage = ("dpr_pretraining_poly" if variant.startswith(POLY_PREFIX)
              else "dpr_pretraining_pseudo" if data in paths.PSEUDO_KINDS else "dpr_pretraining")
     return f"{stage}@{data}"
@@ -174,25 +186,50 @@ def pretrain_variant(variant: str, params: Mapping, progress: bool = True) -> di
     """Pre-train ``variant`` on its synthetic set (``dpr.pretrain``), once, with :func:`pretrain_seed`; save it to
     :func:`pretrained_dir`. Returns the phase's figures (history, counts, time).
 
-    UnCon / Mixed pre-train on stage 04's set of that name, ETM / RSM on stage pseudo_queries' set, Mixed Poly-DPR on
-    Mixed's set. Every training seed then fine-tunes from this model (:func:`train_variant`).
+    UnCon / Mixed pre-train on stage 04's set of that name, ETM / RSM on stage pseudo_queries' set, TempQG on stage
+    tempqg's, Mixed Poly-DPR on Mixed's set; a sequence (``poly_rsm_tempqg``) trains one phase per set, each
+    continuing from the last, and its figures join the phases' (history entries name their ``set``). Every
+    training seed then fine-tunes from this model (:func:`train_variant`).
     """
     if not is_pretrained_variant(variant):
         raise ValueError(f"variant '{variant}' has no synthetic pre-training; pre-trained variants: "
                          f"{', '.join(v for v in TRAINED_VARIANTS if is_pretrained_variant(v))}")
     seed = pretrain_seed(params)
     model = _start_model(variant, params, seed)
-    synthetic = synthetic_records(data_variant(variant))
     settings = params["dpr"]["pretrain"]
     checkpoints = paths.checkpoint_dir(variant + PRETRAINED_SUFFIX, seed)
     identity = {k: v for k, v in _settings_identity(variant, params).items() if k != "finetune"}
-    run_dir = checkpoints / fingerprint(identity, settings, seed, data_fingerprint(synthetic))
-    result = _train_phase(model, synthetic, settings["heldout"], train_config(params, "pretrain", seed), run_dir,
-                          seed, progress)
+    phases, trail = [], []
+    for name in pretraining_sets(data_variant(variant)):
+        synthetic = synthetic_records(name)
+        trail.append(data_fingerprint(synthetic))        # a phase's run depends on every set before it
+        run_dir = checkpoints / fingerprint(identity, settings, seed, *trail)
+        phases.append((name, _train_phase(model, synthetic, settings["heldout"],
+                                          train_config(params, "pretrain", seed), run_dir, seed, progress)))
+    result = _joined_phases(phases)
     copy_directory(run_dir / "model", pretrained_dir(variant, params),
                    {"history.jsonl": without_timings(result["history"])})
     empty_directory(checkpoints)
     return result
+
+
+def _joined_phases(phases: list[tuple[str, dict]]) -> dict:
+    """One phase's figures as they are; several phases' joined: histories one after the other (steps counted on,
+    each entry naming its ``set``), examples and seconds summed."""
+    if len(phases) == 1:
+        return phases[0][1]
+    history, offset = [], 0
+    for name, result in phases:
+        steps = [h.get("step", 0) for h in result["history"]]
+        history += [{**h, "set": name, **({"step": h["step"] + offset} if "step" in h else {})}
+                    for h in result["history"]]
+        offset += max(steps, default=0)
+    last = phases[-1][1]
+    return {**last, "history": history, "sets": [name for name, _ in phases],
+            "train_examples": sum(r["train_examples"] for _, r in phases),
+            "heldout_examples": sum(r["heldout_examples"] for _, r in phases),
+            "train_seconds": sum(r["train_seconds"] for _, r in phases),
+            "resumed_from": next((r["resumed_from"] for _, r in phases if r["resumed_from"]), None)}
 
 
 def train_variant(variant: str, params: Mapping, seed: int, progress: bool = True) -> dict:

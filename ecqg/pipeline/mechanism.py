@@ -23,12 +23,15 @@ from ecqg.pipeline.located import (TEST_SET, fits_encoder, gold_counts, gold_pas
 log = logging.getLogger(__name__)
 
 # Dense systems -> how to load each of their models: (variant, seed) per training seed.
-DENSE_SYSTEMS = ("minilm_untrained", "dpr_uncon_pre", "dpr_mixed_pre", "dpr_etm_pre", "dpr_rsm_pre", "dpr_baseline",
-                 "dpr_uncon", "dpr_mixed", "dpr_etm", "dpr_rsm", "dpr_poly_baseline", "dpr_poly_mixed")
+DENSE_SYSTEMS = ("minilm_untrained", "dpr_uncon_pre", "dpr_mixed_pre", "dpr_etm_pre", "dpr_rsm_pre", "dpr_tempqg_pre",
+                 "dpr_baseline", "dpr_uncon", "dpr_mixed", "dpr_etm", "dpr_rsm", "dpr_tempqg", "dpr_poly_baseline",
+                 "dpr_poly_mixed", "dpr_poly_rsm_tempqg")
 PAIRS = (("dpr_mixed", "dpr_baseline"), ("dpr_mixed", "dpr_uncon"), ("dpr_uncon", "dpr_baseline"),
          ("dpr_mixed_pre", "dpr_uncon_pre"), ("dpr_poly_baseline", "dpr_baseline"),
          ("dpr_poly_mixed", "dpr_poly_baseline"), ("dpr_etm", "dpr_baseline"), ("dpr_rsm", "dpr_baseline"),
-         ("dpr_mixed", "dpr_etm"), ("dpr_mixed", "dpr_rsm"))
+         ("dpr_mixed", "dpr_etm"), ("dpr_mixed", "dpr_rsm"), ("dpr_tempqg", "dpr_uncon"),
+         ("dpr_tempqg", "dpr_baseline"), ("dpr_tempqg_pre", "dpr_uncon_pre"),
+         ("dpr_poly_rsm_tempqg", "dpr_poly_baseline"))
 
 
 # =========================================================================================================== slices

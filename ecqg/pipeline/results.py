@@ -26,6 +26,7 @@ SYSTEM_LABELS = {
     "dpr_mixed_pre": "Mixed, pre-training only (ours)",
     "dpr_etm_pre": "ETM, pre-training only (ours)",
     "dpr_rsm_pre": "RSM, pre-training only (ours)",
+    "dpr_tempqg_pre": "TempQG, pre-training only (ours)",
     "dpr_baseline": "DPR (ours)",
     "dpr_uncon": "UnCon-DPR (ours)",
     "dpr_mixed": "Mixed-DPR (ours)",
@@ -33,12 +34,15 @@ SYSTEM_LABELS = {
     "dpr_rsm": "RSM-DPR (ours)",
     "dpr_poly_baseline": "Poly-DPR (ours)",
     "dpr_poly_mixed": "Mixed Poly-DPR (ours)",
+    "dpr_tempqg": "TempQG-DPR (ours)",    # template-conditioned questions (Luo et al. 2022, §4)
+    "dpr_poly_rsm_tempqg": "Poly-DPR, RSM then TempQG (ours)",   # Luo et al.'s best BioASQ recipe
 }
 # BM25 + dense hybrids (stage hybrid; Luo et al. 2022's normalised sum, and reciprocal-rank fusion)
 SYSTEM_LABELS.update({f"hybrid_{method}_{variant}": f"BM25 + {name}, {how}"
                       for variant, name in (("baseline", "DPR"), ("uncon", "UnCon-DPR"), ("mixed", "Mixed-DPR"),
-                                            ("etm", "ETM-DPR"), ("rsm", "RSM-DPR"),
-                                            ("poly_baseline", "Poly-DPR"), ("poly_mixed", "Mixed Poly-DPR"))
+                                            ("etm", "ETM-DPR"), ("rsm", "RSM-DPR"), ("tempqg", "TempQG-DPR"),
+                                            ("poly_baseline", "Poly-DPR"), ("poly_mixed", "Mixed Poly-DPR"),
+                                            ("poly_rsm_tempqg", "Poly-DPR, RSM then TempQG"))
                       for method, how in (("sum", "normalised sum"), ("rrf", "RRF"))})
 DATASET_LABELS = {"nq": "NQ", "wq": "WebQuestions", "tqa": "TriviaQA", "trec": "CuratedTREC"}
 # The subsets of the paper's Table 3 (the bundle also carries the complementary overlap labels; kept in the data,
@@ -231,6 +235,8 @@ def write_table3_metrics(table: pd.DataFrame, paired: pd.DataFrame, setting: Map
 SPARSE_SYSTEMS = ("tfidf", "bm25")
 UNTRAINED_SYSTEM = "minilm_untrained"      # the base checkpoint, not fine-tuned (``dense.system_name(UNTRAINED)``)
 GENERATED = ("uncon", "mixed")             # pre-trained on generated questions (stage 04)
+TEMPQG = "tempqg"                           # pre-trained on TempQG's template-conditioned questions (stage tempqg)
+LUO_RECIPE = "poly_rsm_tempqg"              # Poly-DPR pre-trained on RSM, then on TempQG (Luo et al.'s best)
 
 
 def table3_systems(params: Mapping) -> list[str]:
@@ -248,8 +254,9 @@ def comparison_pairs(params: Mapping) -> list[tuple[str, str]]:
     """The paired comparisons (A - B) of Table 3, each a question the study asks: sparse against dense; the paper's
     three orderings; the same right after pre-training and against the untrained encoder; architecture (Poly-DPR
     beside DPR on the same data, and data given Poly-DPR); generator-free pre-training against DPR and against the
-    generated sets; then the hybrids' (:func:`ecqg.pipeline.hybrid.pairs`). Pairs with a row the profile lacks are
-    left out."""
+    generated sets; TempQG's questions against UnCon's, DPR's and the generator-free sets; Luo et al.'s recipe against
+    Poly-DPR, DPR and TempQG-DPR; then the hybrids' (:func:`ecqg.pipeline.hybrid.pairs`). Pairs with a row the
+    profile lacks are left out."""
     from ecqg.pipeline import dense, hybrid
 
     def d(variant: str) -> str:
@@ -265,7 +272,11 @@ def comparison_pairs(params: Mapping) -> list[tuple[str, str]]:
              (pre("mixed"), pre("uncon")), *((pre(v), UNTRAINED_SYSTEM) for v in GENERATED),
              *((d(poly[v]), d(v)) for v in dense.POLY_VARIANT_DATA), (d(poly["mixed"]), d(poly["baseline"])),
              *((d(k), d("baseline")) for k in free), *((d(g), d(k)) for g in GENERATED for k in free),
-             *((pre(k), UNTRAINED_SYSTEM) for k in free), *hybrid.pairs(params)]
+             *((pre(k), UNTRAINED_SYSTEM) for k in free),
+             (d(TEMPQG), d("uncon")), (d(TEMPQG), d("baseline")), (d("mixed"), d(TEMPQG)),
+             *((d(TEMPQG), d(k)) for k in free), (pre(TEMPQG), pre("uncon")), (pre(TEMPQG), UNTRAINED_SYSTEM),
+             (d(LUO_RECIPE), d(poly["baseline"])), (d(LUO_RECIPE), d("baseline")), (d(LUO_RECIPE), d(TEMPQG)),
+             *hybrid.pairs(params)]
     rows = set(table3_systems(params))
     return [pair for pair in pairs if set(pair) <= rows]
 

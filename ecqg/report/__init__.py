@@ -33,7 +33,7 @@ from ecqg.report.claim import claim_intro, render_claim
 from ecqg.report.format import CLAIM_BLOCK, SYNTHETIC_STAGES, load_metrics, missing_note
 from ecqg.report.headline import headline, render_comparison
 from ecqg.report.mechanism import render_mechanism
-from ecqg.report.related import render_poly_codes, render_pseudo_sets, render_questions
+from ecqg.report.related import render_poly_codes, render_pseudo_sets, render_questions, render_tempqg
 from ecqg.report.sections import (render_attention_bias, render_encoder_comparison, render_generic,
                                   render_settings, render_table3, render_wall_times)
 
@@ -73,6 +73,9 @@ def render_results(metrics_dir: str | Path, declared: set[str] | None = None) ->
     pseudo = load_metrics(metrics_dir, "stage_pseudo_queries.json")
     if pseudo:
         parts.append(render_pseudo_sets(pseudo))
+    tempqg = load_metrics(metrics_dir, "tempqg.json")
+    if tempqg:
+        parts.append(render_tempqg(tempqg))
     for name, title in SYNTHETIC_STAGES:
         metrics = load_metrics(metrics_dir, f"{name}.json")
         parts.append(render_generic(metrics, title) if metrics is not None

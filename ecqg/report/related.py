@@ -12,6 +12,11 @@ def _pct(x) -> str:
     return num(None if x is None else 100 * x)
 
 
+def _n(x) -> str:
+    """A count with thousands separators, ``?`` when the metrics lack it."""
+    return f"{x:,}" if isinstance(x, int) else "?" if x is None else str(x)
+
+
 def render_poly_codes(codes: Mapping) -> str:
     """Per code: attention entropy, later-sentence share, probe wins; and how alike the codes are."""
     out = ["#### Poly-DPR's codes\n",
@@ -65,7 +70,14 @@ QUESTIONS = (
       ("dpr_poly_mixed", "dpr_poly_baseline", "data given Poly-DPR: Mixed Poly-DPR - Poly-DPR"))),
     ("Does the question generator matter? (generated vs generator-free pre-training, same passages and size)",
      (("dpr_uncon", "dpr_etm", "UnCon-DPR - ETM-DPR"), ("dpr_uncon", "dpr_rsm", "UnCon-DPR - RSM-DPR"),
-      ("dpr_mixed", "dpr_etm", "Mixed-DPR - ETM-DPR"), ("dpr_mixed", "dpr_rsm", "Mixed-DPR - RSM-DPR"))),
+      ("dpr_mixed", "dpr_etm", "Mixed-DPR - ETM-DPR"), ("dpr_mixed", "dpr_rsm", "Mixed-DPR - RSM-DPR"),
+      ("dpr_tempqg", "dpr_uncon", "TempQG-DPR - UnCon-DPR"), ("dpr_mixed", "dpr_tempqg", "Mixed-DPR - TempQG-DPR"),
+      ("dpr_tempqg", "dpr_rsm", "TempQG-DPR - RSM-DPR"),
+      ("dpr_tempqg_pre", "dpr_uncon_pre", "pre-training only: TempQG - UnCon"))),
+    ("The related paper's best recipe (Poly-DPR pre-trained on RSM, then on TempQG's questions)",
+     (("dpr_poly_rsm_tempqg", "dpr_poly_baseline", "Poly-DPR, RSM then TempQG - Poly-DPR"),
+      ("dpr_poly_rsm_tempqg", "dpr_baseline", "Poly-DPR, RSM then TempQG - DPR"),
+      ("dpr_poly_rsm_tempqg", "dpr_tempqg", "Poly-DPR, RSM then TempQG - TempQG-DPR"))),
 )
 ALPHA = 0.05
 
@@ -100,3 +112,37 @@ def render_questions(table3: Mapping, dataset: str = "nq", subset: str = "all", 
                        f"p < {ALPHA}, uncorrected)\n")
             out.append(md_table(["A - B", "n"] + [f"Top-{k}" for k in ks], rows, ["l"] + ["r"] * (1 + len(ks))))
     return ("#### The questions the comparisons answer\n\n" + "\n".join(out)) if out else ""
+
+
+def render_tempqg(stage: Mapping) -> str:
+    """TempQG (stage tempqg): the templates, the selector's accuracy, the generator's quality beside UnCon's, and
+    the set's funnel."""
+    t, sel, sset = stage.get("templates", {}), stage.get("selector", {}), stage.get("set", {})
+    out = ["#### TempQG: template-conditioned questions (Luo et al. 2022)\n",
+           f"Templates of {_n(t.get('questions'))} training questions: {_n(t.get('with_blank'))} with a "
+           f"blanked entity, {_n(t.get('distinct_templates'))} distinct, {_n(t.get('clusters'))} clusters "
+           f"({_n(t.get('singleton_clusters'))} of one question, the largest {_n(t.get('largest_cluster'))}); "
+           f"the selector chooses among {_n(t.get('candidates'))} clusters holding "
+           f"{_pct(t.get('candidate_share'))}% of the questions. Largest:\n"]
+    out.append(md_table(["template", "questions", "members (first 3)"],
+                        [[e["template"], str(e["questions"]), "; ".join(e["members"])]
+                         for e in t.get("examples", [])[:5]], ["l", "r", "l"]))
+    out.append(f"\nSelector (Poly-DPR, {_n(sel.get('pairs'))} training pairs): top-1 {_pct(sel.get('top1'))}%, "
+               f"top-5 {_pct(sel.get('top5'))}% on {_n(sel.get('n'))} held-out pairs over {_n(sel.get('templates'))} "
+               f"templates; always the largest cluster: {_pct(sel.get('largest_cluster_top1'))}%.\n")
+    quality = stage.get("quality", {})
+    rows = [[name, str(q.get("kept", "–")), num(q.get("bleu4"), 2), num(q.get("rougeL_f")),
+             _pct(q.get("answer_in_passage_rate")), num(q.get("template_mean_similarity"), 3),
+             _pct(q.get("template_follows_template"))]
+            for name, q in (("TempQG", quality.get("tempqg", {})), ("UnCon", quality.get("uncon", {})))]
+    out.append("Generated questions on stage 02's held-out passages (adherence: each question's own template "
+               "against the selector's template for its passage):\n")
+    out.append(md_table(["generator", "questions", "BLEU-4", "ROUGE-L", "answer in passage %",
+                         "template similarity", "follows the template %"], rows))
+    out.append(f"\nThe set: {_n(sset.get('generated'))} questions sampled for {_n(sset.get('distinct_passages'))} "
+               f"passages, {_n(sset.get('after_stage1'))} after stage 1 ({_n(sset.get('stage1_rule'))}), "
+               f"{_n(sset.get('after_stage2'))} after the hardness cut, {_n(sset.get('after_dedupe'))} after "
+               f"removing test questions and duplicates; {_n(sset.get('size'))} of the UnCon set's "
+               f"{_n(sset.get('uncon_entries'))} entries got one ({_n(sset.get('entries_without_question'))} "
+               "did not).\n")
+    return "\n".join(out)

@@ -1,10 +1,10 @@
 """TempQG's question templates (Luo et al., AAAI 2022, §4): questions with their specific entities blanked, near
 duplicates merged, one template per cluster.
 
-1. **Blanks.** Each training question's named entities (spaCy, every label) are looked up in the corpus: an entity
-   found in fewer than ``min_df`` passages (its document frequency, a whole-word match, case-insensitive) is
-   specific and becomes ``_``; a frequent one (spaCy tags "river" or "French" as well) stays, so the template keeps
-   the words a question type is made of. Adjacent blanks merge into one.
+1. **Blanks.** Each training question's named entities (spaCy, every label, every mention) are looked up in the
+   corpus: an entity found in fewer than ``min_df`` passages (its document frequency, a whole-word match,
+   case-insensitive) is specific and becomes ``_``; a frequent one (spaCy tags "river" or "French" as well) stays,
+   so the template keeps the words a question type is made of. Adjacent blanks merge into one.
 2. **Clusters.** Templates are compared by their word sequences (lower-cased) with RapidFuzz's normalised Indel
    similarity (``1 - edits / (len_a + len_b)``, insertions and deletions): in order of frequency, then length, then
    text, a template joins the cluster of the most similar earlier leader when that similarity reaches ``threshold``
@@ -79,19 +79,28 @@ def blank_entities(question: str, spans: Sequence[tuple[int, int]], specific: Se
     return _ADJACENT_BLANKS.sub(BLANK, " ".join("".join(out).split()))
 
 
+def ner_labels() -> tuple[str, ...]:
+    """Every label the bundled spaCy NER predicts: templates blank specific entities of any kind (dates and numbers
+    too, which :data:`ecqg.text.ENTITY_TYPES` leaves out of the conditioning candidates)."""
+    from ecqg.models import load_spacy
+
+    return tuple(load_spacy().get_pipe("ner").labels)
+
+
 def extract_templates(questions: Sequence[str], passages: Iterable[str], min_df: int, *,
                       nlp_batch_size: int = 64) -> tuple[list[str], dict[str, int]]:
-    """Each question's raw template and the document frequency of every entity seen (spaCy NER, every label)."""
-    from ecqg.models import load_spacy
+    """Each question's raw template and the document frequency of every entity seen (spaCy NER through
+    :func:`ecqg.text.analyze`, every label, every occurrence)."""
+    from ecqg.text import analyze
 
     if min_df < 1:
         raise ValueError(f"min_df must be >= 1, got {min_df!r}")
-    nlp = load_spacy(disable=("lemmatizer",))
-    found = [[(e.start_char, e.end_char, e.text) for e in doc.ents]
-             for doc in nlp.pipe(list(questions), batch_size=nlp_batch_size)]
-    df = entity_document_frequency((text for spans in found for *_, text in spans), passages)
-    templates = [blank_entities(q, [(s, e) for s, e, _ in spans], [df[t] < min_df for *_, t in spans])
-                 for q, spans in zip(questions, found)]
+    analyses = analyze(list(questions), batch_size=nlp_batch_size, types=ner_labels())
+    df = entity_document_frequency((e.text for a in analyses for e in a.entities), passages)
+    templates = []
+    for question, analysis in zip(questions, analyses):
+        spans = [(span, df[e.text] < min_df) for e in analysis.entities for span in e.occurrences]
+        templates.append(blank_entities(question, [s for s, _ in spans], [b for _, b in spans]))
     return templates, df
 
 
@@ -151,3 +160,29 @@ def template_statistics(templates: Templates, examples: int = 10) -> dict:
 def assign(templates: Templates) -> list[str]:
     """Each question's cluster template, in question order."""
     return [templates.representatives[c] for c in templates.of_question]
+
+
+def candidates(templates: Templates, min_size: int) -> list[int]:
+    """The clusters a selector chooses among: those holding at least ``min_size`` training questions (a template
+    seen once is one question with its entities blanked, not a reusable question form), largest first."""
+    sizes = Counter(templates.of_question)
+    return sorted((c for c, n in sizes.items() if n >= min_size), key=lambda c: (-sizes[c], c))
+
+
+def similarity(a: str, b: str) -> float:
+    """The clustering's similarity of two templates: normalised Indel over their lower-cased words."""
+    from rapidfuzz.distance import Indel
+
+    return float(Indel.normalized_similarity(_words(a), _words(b)))
+
+
+def adherence(question_templates: Sequence[str], conditioning: Sequence[str], threshold: float) -> dict:
+    """How closely generated questions follow the templates they were given: each question's own template (its
+    specific entities blanked, :func:`extract_templates`) against the conditioning one; the mean similarity and the
+    share that would join the conditioning template's cluster (similarity >= ``threshold``)."""
+    if len(question_templates) != len(conditioning):
+        raise ValueError(f"{len(question_templates)} question templates but {len(conditioning)} conditioning ones")
+    scores = [similarity(q, c) for q, c in zip(question_templates, conditioning)]
+    n = len(scores)
+    return {"n": n, "mean_similarity": round(sum(scores) / n, 4) if n else None,
+            "follows_template": round(sum(s >= threshold for s in scores) / n, 4) if n else None}

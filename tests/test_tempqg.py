@@ -1,0 +1,101 @@
+"""TempQG's generator inputs and set assembly: the template rides in the source's first segment, the records are
+relabelled and validated, adherence compares forms, and each UnCon entry gets its own question."""
+
+import pytest
+
+from ecqg.errors import DataFormatError
+from ecqg.filtering import check_generated
+from ecqg.pipeline.tempqg import one_per_entry
+from ecqg.qg.format import SEPARATOR, format_source
+from ecqg.tempqg.generation import as_tempqg, sampling_inputs, templated, training_examples
+from ecqg.tempqg.templates import Templates, adherence, candidates
+
+PASSAGES = {"p1": {"title": "Lyon", "text": "Lyon is a city in France. The Rhone flows through it."},
+            "p2": {"title": "", "text": "Apple was founded in a garage in 1976."}}
+TRIPLES = [{"id": "q1", "question": "Which river flows through Lyon?", "answer": "The Rhone", "answer_start": 26,
+            "passage_id": "p1"},
+           {"id": "q2", "question": "When was Apple founded?", "answer": "1976", "answer_start": 34,
+            "passage_id": "p2"}]
+
+
+def test_the_template_leads_the_source_and_the_target_is_the_unconditioned_ones():
+    examples, counts = training_examples(TRIPLES, PASSAGES, ["Which river flows through _?", "When was _ founded?"],
+                                         window_words=None)
+    assert counts["examples"] == 2
+    lyon = PASSAGES["p1"]["text"]
+    assert examples[0]["source"] == f"Which river flows through _? {SEPARATOR} Lyon {SEPARATOR} {lyon}"
+    assert examples[1]["source"] == f"When was _ founded? {SEPARATOR} {PASSAGES['p2']['text']}"   # no title
+    assert examples[0]["target"] == f"The Rhone {SEPARATOR} Which river flows through Lyon?"
+    assert [(e["passage_id"], e["template"]) for e in examples] == [("p1", "Which river flows through _?"),
+                                                                     ("p2", "When was _ founded?")]
+    # one passage with two questions of different templates: each example keeps its own template
+    twice = training_examples([TRIPLES[0], {**TRIPLES[0], "id": "q3"}], PASSAGES, ["A _?", "B _?"], None)[0]
+    assert [e["source"].split(f" {SEPARATOR} ")[0] for e in twice] == ["A _?", "B _?"]
+    with pytest.raises(ValueError, match="2 triples but 1 templates"):
+        training_examples(TRIPLES, PASSAGES, ["x"], None)
+
+
+def test_sampling_inputs_format_like_training_sources_and_records_are_relabelled():
+    inputs = sampling_inputs([("p1", PASSAGES["p1"])], ["Which river flows through _?"])
+    source = format_source(inputs[0]["title"], inputs[0]["text"], inputs[0]["entity"], None, None)
+    assert source == f"Which river flows through _? {SEPARATOR} Lyon {SEPARATOR} {PASSAGES['p1']['text']}"
+    assert templated(PASSAGES["p2"], "T") == {"title": "T", "text": PASSAGES["p2"]["text"]}
+    sampled = [{"id": "qg-uncon-abc-0", "passage_id": "p1", "entity": "Which river flows through _?",
+                "entity_label": None, "question": "Which river flows through Lyon?", "answer": "The Rhone",
+                "generator": "uncon", "sample_score": -0.5, "sample": 0}]
+    (rec,) = check_generated(as_tempqg(sampled))
+    assert (rec["id"], rec["generator"], rec["template"], rec["entity"]) == (
+        "qg-tempqg-abc-0", "tempqg", "Which river flows through _?", None)
+    with pytest.raises(DataFormatError, match="template"):
+        check_generated([{**rec, "template": ""}])
+
+
+def test_adherence_and_candidates():
+    assert adherence(["When was _ founded?", "Who wrote _?"], ["When was _ founded?", "When was _ founded?"],
+                     0.75) == {"n": 2, "mean_similarity": pytest.approx(0.6, abs=0.05), "follows_template": 0.5}
+    templates = Templates(representatives=("a", "b", "c"), members=(("a",), ("b",), ("c",)),
+                          of_question=(0, 1, 1, 2, 2, 2), raw=("a", "b", "b", "c", "c", "c"))
+    assert candidates(templates, 2) == [2, 1] and candidates(templates, 1) == [2, 1, 0]
+
+
+def test_each_uncon_entry_gets_its_own_question_best_first():
+    kept = [{"id": "a", "passage_id": "p1", "sample_score": -1.0},
+            {"id": "b", "passage_id": "p1", "sample_score": -0.2},
+            {"id": "c", "passage_id": "p2", "sample_score": -0.5}]
+    records, missing = one_per_entry(["p1", "p2", "p1", "p1", "p3"], kept)
+    assert [r["id"] for r in records] == ["b", "c", "a"] and missing == 2
+
+
+def test_a_pretraining_sequence_joins_its_phases_figures():
+    """Luo et al.'s recipe pre-trains on RSM, then on TempQG: one history, steps counted on, each entry's set named."""
+    from ecqg.pipeline import dense
+
+    assert dense.pretraining_sets("rsm_tempqg") == ("rsm", "tempqg") and dense.pretraining_sets("mixed") == ("mixed",)
+    assert dense.is_pretrained_variant("poly_rsm_tempqg") and dense.is_pretrained_variant("tempqg")
+    assert dense.pretraining_stage("poly_rsm_tempqg") == "dpr_pretraining_poly_rsm_tempqg"
+    assert dense.pretraining_stage("tempqg") == "dpr_pretraining_tempqg"
+
+    def phase(steps, examples, seconds, resumed=None):
+        return {"history": [{"step": s, "loss": 1.0} for s in range(1, steps + 1)] + [{"val_top1": 0.5}],
+                "train_examples": examples, "heldout_examples": 2, "train_seconds": seconds, "run_dir": "x",
+                "resumed_from": resumed}
+
+    joined = dense._joined_phases([("rsm", phase(3, 90, 10.0)), ("tempqg", phase(2, 60, 5.0, "ckpt"))])
+    assert [(h.get("step"), h["set"]) for h in joined["history"]] == [
+        (1, "rsm"), (2, "rsm"), (3, "rsm"), (None, "rsm"), (4, "tempqg"), (5, "tempqg"), (None, "tempqg")]
+    assert (joined["sets"], joined["train_examples"], joined["train_seconds"], joined["resumed_from"]) == (
+        ["rsm", "tempqg"], 150, 15.0, "ckpt")
+    single = phase(2, 10, 1.0)
+    assert dense._joined_phases([("mixed", single)]) is single
+
+
+def test_the_hardness_cut_keeps_each_generators_own_share_tempqg_included():
+    from ecqg.filtering import hardness_filter
+
+    records = [{"id": f"{g}-{i}", "passage_id": "p1", "question": "q?", "answer": "a", "generator": g,
+                "entity": None, **({"template": "t _?"} if g == "tempqg" else {})}
+               for g in ("uncon", "tempqg") for i in range(4)]
+    scores = {r["id"]: {"score": float(i), "rank": None} for i, r in enumerate(records)}
+    kept, rejected, stats = hardness_filter(records, scores, "lowest_score", keep_fraction=0.5)
+    assert sorted(r["id"] for r in kept) == ["tempqg-0", "tempqg-1", "uncon-0", "uncon-1"]
+    assert (stats["tempqg_in"], stats["tempqg_kept"], stats["uncon_kept"], stats["con_in"]) == (4, 2, 2, 0)
