@@ -67,8 +67,8 @@ def feeding_costs(model_ref: str, records: list[dict], buckets: list[int], args)
     tokens each bucket size leaves (passages sorted by length within the step, as the trainer does)."""
     bi = BiEncoder.from_base(model_ref, query_max_length=args.query_len, passage_max_length=args.passage_len)
     step = records[:args.batch_size]
-    titles = [c["title"] for r in step for c in [r["positive_ctxs"][0]] + r["hard_negative_ctxs"][:args.hard_negatives]]
-    texts = [c["text"] for r in step for c in [r["positive_ctxs"][0]] + r["hard_negative_ctxs"][:args.hard_negatives]]
+    contexts = [c for r in step for c in [r["positive_ctxs"][0], *r["hard_negative_ctxs"][:args.hard_negatives]]]
+    titles, texts = [c["title"] for c in contexts], [c["text"] for c in contexts]
     start = time.perf_counter()
     for _ in range(10):
         bi.tokenize_queries([r["question"] for r in step])
