@@ -111,6 +111,10 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "dpr.seeds": ((list,), lambda v: bool(v) and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
                                                      for s in v) and len(set(v)) == len(v),
                   "a non-empty list of distinct integers >= 0 (training seeds; the first feeds stages 01, 03)"),
+    "dpr.related_seeds": ((list,), lambda v: bool(v) and all(isinstance(s, int) and not isinstance(s, bool)
+                                                             for s in v),
+                          "a non-empty list of integers (the related system's training seeds, a leading part of "
+                          "dpr.seeds)"),
     "dpr.query_max_length": ((int,), lambda v: 8 <= v <= 512, "an integer in [8, 512]"),
     "dpr.passage_max_length": ((int,), lambda v: 16 <= v <= 512, "an integer in [16, 512]"),
     **_train_rules("dpr.finetune", eval_every=True, hard_negatives=True, grad_cache=True),
@@ -251,6 +255,14 @@ def _hybrids_trained(flat: dict) -> str | None:
     return None
 
 
+def _related_seeds_lead_seeds(flat: dict) -> str | None:
+    seeds, related = flat["dpr.seeds"], flat["dpr.related_seeds"]
+    if related != seeds[:len(related)]:
+        return (f"'dpr.related_seeds' ({related}) must be a leading part of 'dpr.seeds' ({seeds}), e.g. "
+                f"{seeds[:1]} or {seeds}: the first seed's models of every system feed the same analyses")
+    return None
+
+
 def _curve_needs_corpus_validation(flat: dict) -> str | None:
     if flat["dpr.finetune.curve_runs"] and flat["dpr.finetune.validation"] != "corpus":
         return "'dpr.finetune.curve_runs' needs 'dpr.finetune.validation: corpus' (the curve reuses its encoding)"
@@ -276,7 +288,7 @@ def _lowest_below_min_entities(flat: dict) -> str | None:
 CROSS_RULES: tuple[Callable[[dict], str | None], ...] = (
     _stride_below_window, _heldout_leaves_training_data, _index_params_fit_kind,
     _lowest_below_min_entities, _hybrid_depth_within_runs, _hybrids_trained, _processes_on_one_gpu,
-    _curve_needs_corpus_validation)
+    _curve_needs_corpus_validation, _related_seeds_lead_seeds)
 # Input files named in params (dotted key -> path), checked to exist by `check_inputs` before a run starts.
 INPUT_KEYS = ("data.corpus", "data.train_gold", "data.nq_dev", "data.mrc_unanswerable")
 # Keys whose value is a mapping checked as a whole (their children are not separate rules).

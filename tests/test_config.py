@@ -145,6 +145,8 @@ def test_invalid_yaml_names_the_file(tmp_path):
     ("attention.min_entities", 3, r"'attention.min_entities' \(3\) must exceed 'attention.lowest_entities' \(3\)"),
     ("hybrid.depth", 101, r"'hybrid.depth' \(101\) must not exceed 'retrieval.depth' \(100\)"),
     ("pseudo.variants", ["rsm"], r"'hybrid.variants' fuses \['etm'\], which 'pseudo.variants' \(\['rsm'\]\) does not"),
+    ("dpr.related_seeds", [2023], r"'dpr.related_seeds' \(\[2023\]\) must be a leading part of 'dpr.seeds' "
+                                  r"\(\[2022\]\)"),
 ])
 def test_cross_key_rules_name_both_keys(dotted, value, message):
     params = _with(config.preset("mini", REPO / "params"), dotted, value)
@@ -152,6 +154,15 @@ def test_cross_key_rules_name_both_keys(dotted, value, message):
         params["hybrid"]["variants"] = ["baseline", "etm"]
     with pytest.raises(ConfigError, match=message):
         config.validate(params, "params.yaml")
+
+
+def test_related_seeds_are_a_leading_part_of_the_seeds():
+    """The study's split: three seeds for the paper's models, the first for the related system's."""
+    params = _with(config.preset("mini", REPO / "params"), "dpr.seeds", [2022, 2023, 2024])
+    for related in ([2022], [2022, 2023], [2022, 2023, 2024]):
+        config.validate(_with(params, "dpr.related_seeds", related), "params.yaml")
+    with pytest.raises(ConfigError, match=r"'dpr.related_seeds' \(\[2022, 2024\]\) must be a leading part"):
+        config.validate(_with(params, "dpr.related_seeds", [2022, 2024]), "params.yaml")
 
 
 def test_yaml_pitfalls_get_messages_that_say_what_to_write(tmp_path):

@@ -23,42 +23,41 @@ REPO = Path(__file__).resolve().parents[1]
 PARAMS = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
 SEEDS = PARAMS["dpr"]["seeds"]           # matrix stage names
 SEED = SEEDS[0]                          # the first seed's baseline feeds the attention study and the filter
+RELATED = PARAMS["dpr"]["related_seeds"]  # the related system's retrievers and the hybrids
 SYNTHETIC = {f"{stage}@{variant}-{seed}" for seed in SEEDS for stage in ("dpr_synthetic", "retrieve_dense")
              for variant in ("uncon", "mixed")}            # every seed's UnCon-DPR / Mixed-DPR and their retrieval
 # pre-trained once per variant (every seed fine-tunes from it), and searched with as it is
 SYNTHETIC |= {f"dpr_pretraining@{v}" for v in ("uncon", "mixed")} | {"dpr_pretraining_poly@mixed"}
 SYNTHETIC |= {f"retrieve_pretrained@{v}_pre" for v in ("uncon", "mixed")}
-SYNTHETIC |= {f"{stage}-{seed}" for seed in SEEDS
-              for stage in ("dpr_poly_synthetic@mixed", "retrieve_dense@poly_mixed")}   # ... Mixed Poly-DPR
-PSEUDO = {"pseudo_queries"} | {f"{stage}@{variant}-{seed}" for seed in SEEDS for variant in ("etm", "rsm")
+SYNTHETIC |= {f"{stage}-{seed}" for seed in RELATED
+              for stage in ("dpr_poly_synthetic@mixed", "retrieve_dense_related@poly_mixed")}   # ... Mixed Poly-DPR
+PSEUDO = {"pseudo_queries"} | {f"{stage}@{variant}-{seed}" for seed in RELATED for variant in ("etm", "rsm")
                                for stage in ("dpr_pseudo", "retrieve_dense_pseudo")}   # ETM / RSM: UnCon's passages
 PSEUDO |= {f"{stage}@{v}" for v in ("etm", "rsm") for stage in ("dpr_pretraining_pseudo", "retrieve_pretrained_pseudo")}
 SYNTHETIC |= PSEUDO
 # TempQG: its stage over UnCon's passages, TempQG-DPR, and Luo et al.'s recipe (Poly-DPR, RSM then TempQG)
-LUO = {"dpr_pretraining_poly_rsm_tempqg"} | {f"{stage}{seed}" for seed in SEEDS
-                                             for stage in ("dpr_poly_rsm_tempqg@", "retrieve_dense@poly_rsm_tempqg-")}
+LUO = {"dpr_pretraining_poly_rsm_tempqg"} | {f"{stage}{seed}" for seed in RELATED for stage in (
+    "dpr_poly_rsm_tempqg@", "retrieve_dense_related@poly_rsm_tempqg-")}
 TEMPQG = {"tempqg", "dpr_pretraining_tempqg", "retrieve_pretrained@tempqg_pre", *LUO} | {
-    f"{stage}{seed}" for seed in SEEDS for stage in ("dpr_tempqg@", "retrieve_dense@tempqg-")}
+    f"{stage}{seed}" for seed in RELATED for stage in ("dpr_tempqg@", "retrieve_dense_related@tempqg-")}
 SYNTHETIC |= TEMPQG
-SYNTHETIC |= {f"hybrid@{variant}-{seed}" for seed in SEEDS for variant in PARAMS["hybrid"]["variants"]
+SYNTHETIC |= {f"hybrid@{variant}-{seed}" for seed in RELATED for variant in PARAMS["hybrid"]["variants"]
               if variant in ("uncon", "mixed", "poly_mixed")}   # ... and their BM25 hybrids
-HYBRIDS = {f"hybrid@{variant}-{seed}" for seed in SEEDS for variant in PARAMS["hybrid"]["variants"]}
+HYBRIDS = {f"hybrid@{variant}-{seed}" for seed in RELATED for variant in PARAMS["hybrid"]["variants"]}
 UPSTREAM = {"prepare", "index_bm25", "index_tfidf", "retrieve@bm25", "retrieve@tfidf", "training_data",
             "retrieve_untrained", "attention_bias"} | {f"{stage}@baseline-{seed}" for seed in SEEDS
                                                        for stage in ("dpr_training", "retrieve_dense")}
-POLY = {f"{stage}-{seed}" for seed in SEEDS
-        for stage in ("dpr_poly_training@poly_baseline", "dpr_poly_synthetic@mixed", "retrieve_dense@poly_baseline",
-                      "retrieve_dense@poly_mixed")}
-POLY |= {f"hybrid@{variant}-{seed}" for seed in SEEDS for variant in PARAMS["hybrid"]["variants"]
+POLY = {f"{stage}-{seed}" for seed in RELATED
+        for stage in ("dpr_poly_training@poly_baseline", "dpr_poly_synthetic@mixed",
+                      "retrieve_dense_related@poly_baseline", "retrieve_dense_related@poly_mixed")}
+POLY |= {f"hybrid@{variant}-{seed}" for seed in RELATED for variant in PARAMS["hybrid"]["variants"]
          if variant.startswith("poly_")} | {"dpr_pretraining_poly@mixed"}
-FINETUNED = {f"{stage}-{seed}" for seed in SEEDS
-             for stage in ("dpr_training@baseline", "dpr_synthetic@uncon", "dpr_synthetic@mixed", "dpr_pseudo@etm",
-                           "dpr_pseudo@rsm", "dpr_poly_training@poly_baseline", "dpr_poly_synthetic@mixed")}
 SPEC = {
     "qg.generate.top_k": {"question_generation", "filtering", "mixing", *SYNTHETIC, "results", "mechanism", "report"},
     "mixing.total": {"mixing", *SYNTHETIC, "results", "mechanism", "report"},
     # more seeds add matrix stages; of the existing ones only the aggregation reruns (not 01 / 03, not seed 1's models)
     "dpr.seeds": {"results", "mechanism", "report"},
+    "dpr.related_seeds": {"results", "mechanism", "report"},
     "evaluation.mechanism.moved_sentence_passages": {"mechanism", "report"},
     "hybrid.rrf_k": {*HYBRIDS, "results", "mechanism", "report"},
     "polydpr.codes": {*POLY, *TEMPQG, "results", "mechanism", "report"},     # TempQG's selector is a Poly-DPR
@@ -129,13 +128,15 @@ def test_every_listed_param_exists_in_its_params_file(graph):
 
 
 def test_more_seeds_add_one_training_and_one_retrieval_per_variant_and_seed(tmp_path):
-    """dvc.yaml with ``dpr.seeds: [1, 2]``: matrix stages per variant and seed, all feeding the results stage."""
+    """dvc.yaml with ``dpr.seeds: [1, 2]`` and ``dpr.related_seeds: [1]``: the paper's variants get a training and a
+    retrieval stage per seed, the related system's (Poly-DPR, ETM / RSM, TempQG) and the hybrids per related seed;
+    all feed the results stage."""
     import shutil
     import subprocess
 
     shutil.copy(REPO / "dvc.yaml", tmp_path / "dvc.yaml")
     params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
-    params["dpr"]["seeds"] = [1, 2]
+    params["dpr"]["seeds"], params["dpr"]["related_seeds"] = [1, 2], [1]
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     with dvc_repo.Repo.init(str(tmp_path)) as repo:
@@ -143,18 +144,24 @@ def test_more_seeds_add_one_training_and_one_retrieval_per_variant_and_seed(tmp_
         names = {s.name: s for s in graph.nodes}   # addressing would be relative to the cwd
         seeded = {f"{stage}@{variant}-{seed}" for seed in (1, 2)
                   for stage, variants in (("dpr_training", ["baseline"]), ("dpr_synthetic", ["uncon", "mixed"]),
-                                          ("dpr_pseudo", ["etm", "rsm"]),
-                                          ("retrieve_dense", ["baseline", "uncon", "mixed"]),
-                                          ("retrieve_dense_pseudo", ["etm", "rsm"]))
+                                          ("retrieve_dense", ["baseline", "uncon", "mixed"]))
                   for variant in variants}
-        assert seeded <= set(names) and not any(n.endswith(f"-{SEED}") for n in names)
+        related = {f"{stage}@{variant}-1"
+                   for stage, variants in (("dpr_pseudo", ["etm", "rsm"]), ("retrieve_dense_pseudo", ["etm", "rsm"]),
+                                           ("dpr_poly_training", ["poly_baseline"]), ("dpr_poly_synthetic", ["mixed"]),
+                                           ("retrieve_dense_related", ["tempqg", "poly_baseline", "poly_mixed",
+                                                                       "poly_rsm_tempqg"]),
+                                           ("hybrid", params["hybrid"]["variants"]))
+                   for variant in variants} | {"dpr_tempqg@1", "dpr_poly_rsm_tempqg@1"}
+        assert seeded | related <= set(names) and not any(n.endswith(f"-{SEED}") for n in names)
+        assert not {n for n in names if n.endswith("-2") or n.endswith("@2")} - seeded   # seed 2: the paper's only
         for variant in ("uncon", "mixed"):        # one pre-training per variant, feeding the fine-tuning of each seed
             assert f"dpr_pretraining@{variant}" in names and f"retrieve_pretrained@{variant}_pre" in names
             for seed in (1, 2):
                 fine_tuning = names[f"dpr_synthetic@{variant}-{seed}"]
                 assert names[f"dpr_pretraining@{variant}"] in nx.descendants(graph, fine_tuning)
         results_needs = {s.name for s in nx.descendants(graph, names["results"])}
-        assert {n for n in seeded if n.startswith("retrieve_dense")} <= results_needs
+        assert {n for n in seeded | related if n.startswith(("retrieve_dense", "hybrid"))} <= results_needs
         assert {f"retrieve_pretrained@{v}_pre" for v in ("uncon", "mixed")} <= results_needs
         assert {f"retrieve_pretrained_pseudo@{v}" for v in ("etm", "rsm")} <= results_needs
         assert not any(n.startswith("dpr_pretraining") and n[-1].isdigit() for n in names)   # not one per seed
@@ -168,7 +175,8 @@ def test_more_seeds_add_one_training_and_one_retrieval_per_variant_and_seed(tmp_
 
 def test_the_study_profile_trains_no_etm_rsm_and_fuses_the_two_by_two(tmp_path):
     """dvc.yaml with ``make profile P=study``'s params: ``pseudo.variants: []`` leaves no ETM / RSM training or
-    retrieval stage, and every seed of the 2 x 2 (DPR, Mixed-DPR, Poly-DPR, Mixed Poly-DPR) is fused with BM25."""
+    retrieval stage; DPR, UnCon-DPR and Mixed-DPR train with three seeds, the related system's retrievers with the
+    first, and the 2 x 2 (DPR, Mixed-DPR, Poly-DPR, Mixed Poly-DPR) is fused with BM25 at that seed."""
     import shutil
     import subprocess
 
@@ -183,8 +191,12 @@ def test_the_study_profile_trains_no_etm_rsm_and_fuses_the_two_by_two(tmp_path):
     assert not {n for n in names if ("etm" in n or "rsm" in n) and "rsm_tempqg" not in n}
     assert {"tempqg", "dpr_pretraining_poly_rsm_tempqg", "dpr_pretraining_tempqg"} <= names
     assert "pseudo_queries" in names              # the pseudo-queries are still built and shown (cheap)
-    seeds = config.preset("study", REPO / "params")["dpr"]["seeds"]
-    assert len(seeds) == 3
-    assert {f"hybrid@{v}-{s}" for v in ("baseline", "mixed", "poly_baseline", "poly_mixed") for s in seeds} <= names
-    assert {f"retrieve_dense@{v}-{s}" for v in ("baseline", "uncon", "mixed", "poly_baseline", "poly_mixed")
-            for s in seeds} <= names
+    dpr = config.preset("study", REPO / "params")["dpr"]
+    seeds, related = dpr["seeds"], dpr["related_seeds"]
+    assert len(seeds) == 3 and related == seeds[:1]
+    assert {f"hybrid@{v}-{s}" for v in ("baseline", "mixed", "poly_baseline", "poly_mixed") for s in related} <= names
+    assert {f"retrieve_dense@{v}-{s}" for v in ("baseline", "uncon", "mixed") for s in seeds} <= names
+    assert {f"retrieve_dense_related@{v}-{s}" for v in ("tempqg", "poly_baseline", "poly_mixed", "poly_rsm_tempqg")
+            for s in related} <= names
+    assert not {n for n in names if n.endswith(tuple(f"-{s}" for s in seeds[1:]))
+                and n.split("@")[0] not in ("dpr_training", "dpr_synthetic", "retrieve_dense")}

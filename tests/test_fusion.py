@@ -74,7 +74,8 @@ def test_hybrid_stage_fuses_bm25_with_each_seed_and_names_its_runs(tmp_path, mon
     from ecqg.run_files import read_run, write_run
 
     monkeypatch.setattr(paths, "RUNS", tmp_path / "runs")
-    params = {"data": {"test_sets": {"nq": "x", "wq": "y"}}, "retrieval": {"depth": 8}, "dpr": {"seeds": [7, 8]},
+    params = {"data": {"test_sets": {"nq": "x", "wq": "y"}}, "retrieval": {"depth": 8},
+              "dpr": {"seeds": [7, 8, 9], "related_seeds": [7, 8]},
               "hybrid": {"variants": ["baseline", "mixed"], "depth": 10, "rrf_k": 60}}
     for name, shift in (("nq", 0), ("wq", 10)):
         write_run(paths.run_file("bm25", name), _random_run(1 + shift))
@@ -88,6 +89,7 @@ def test_hybrid_stage_fuses_bm25_with_each_seed_and_names_its_runs(tmp_path, mon
         assert [p for p, _ in summed["q1"]] == [p for p, _ in expected["q1"]] and len(summed["q1"]) == 8
         assert [p for p, _ in rrf["q2"]] == [p for p, _ in fusion.reciprocal_rank_fusion(runs, 60, 10, 8)["q2"]]
         assert 0 <= figures[f"{name}_shared_top10"] <= 1 and figures[f"{name}_questions"] == 6
+    # a hybrid's seeds are the related system's (dpr.related_seeds), not every seed of the paper's models
     assert hybrid.seed_runs(params)["hybrid_sum_mixed"] == ["hybrid_sum_mixed_s7", "hybrid_sum_mixed_s8"]
     assert hybrid.systems(params) == ["hybrid_sum_baseline", "hybrid_rrf_baseline", "hybrid_sum_mixed",
                                       "hybrid_rrf_mixed"]

@@ -70,6 +70,13 @@ def test_seed_means_show_their_spread_and_seeded_stages_keep_pipeline_order(tmp_
     order = [text.index(f"`{s}`") for s in ("prepare", "05_dpr_training.baseline-2022",
                                             "05_dpr_training.baseline-2023", "results_x")]
     assert order == sorted(order)
+    # the study: the related system's rows trained with one seed (dpr.related_seeds) beside rows of three
+    seeded["accuracy"]["dpr_poly_baseline"] = {"nq": {"all": {"n": 10, "top1": 45.0, "top1_ci_low": 35.0,
+                                                              "top1_ci_high": 55.0}}}
+    (d / "table3.json").write_text(json.dumps(seeded))
+    text = report.render_results(d)
+    assert ("Rows with ± were trained with 3 seeds (mean ± sd over seeds), the other trained rows with 1 "
+            "(`dpr.related_seeds`)." in text) and "Dense rows trained with" not in text
 
 
 def test_render_attention_files(metrics):

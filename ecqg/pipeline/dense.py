@@ -387,6 +387,6 @@ def system_name(variant: str, seed: int | None = None) -> str:
 def seed_runs(params: Mapping) -> dict[str, list[str]]:
     """Table 3's dense rows -> the run of each seed (``dpr_baseline`` -> ``[dpr_baseline_s2022, ...]``); a
     pre-trained-only row (``dpr_uncon_pre``) has the one run of its pre-training (:func:`pretrain_seed`)."""
-    runs = {f"dpr_{v}": [system_name(v, s) for s in seeds(params)] for v in TRAINED_VARIANTS}
+    runs = {f"dpr_{v}": [system_name(v, s) for s in seeds(params, v)] for v in TRAINED_VARIANTS}
     runs.update({f"dpr_{v}": [system_name(v, pretrain_seed(params))] for v in PRETRAIN_ONLY_VARIANTS})
     return runs

@@ -12,7 +12,7 @@ from typing import Mapping
 
 from ecqg import paths
 from ecqg.fusion import normalized_sum, reciprocal_rank_fusion
-from ecqg.pipeline.common import seeds
+from ecqg.pipeline.common import related_seeds
 from ecqg.run_files import read_run, write_run
 
 METHODS = ("sum", "rrf")
@@ -35,7 +35,7 @@ def systems(params: Mapping) -> list[str]:
 
 def seed_runs(params: Mapping) -> dict[str, list[str]]:
     """Table 3's hybrid rows -> the fused run of each training seed (like ``dense.seed_runs``)."""
-    return {system_name(m, v): [run_name(m, v, s) for s in seeds(params)]
+    return {system_name(m, v): [run_name(m, v, s) for s in related_seeds(params)]
             for v in params["hybrid"]["variants"] for m in METHODS}
 
 

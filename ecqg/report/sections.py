@@ -36,9 +36,13 @@ def render_table3(table3: Mapping) -> str:
     facts = [f"profile `{setting['profile']}`" if "profile" in setting else None,
              f"{setting['corpus_passages']:,} corpus passages" if "corpus_passages" in setting else None]
     if any(facts):
-        seeds = sorted({c.get("seeds", 1) for subs in accuracy.values() for sets in subs.values()
-                        for c in sets.values()})
-        spread = f" Dense rows trained with {seeds[-1]} seeds: mean ± sd over seeds." if seeds[-1] > 1 else ""
+        seeds = sorted({c.get("seeds", 1) for name, subs in accuracy.items()          # trained rows' seed counts
+                        if name.startswith(("dpr_", "hybrid_")) and not name.endswith("_pre")
+                        for sets in subs.values() for c in sets.values()}) or [1]
+        spread = ("" if seeds[-1] == 1 else
+                  f" Dense rows trained with {seeds[-1]} seeds: mean ± sd over seeds." if len(seeds) == 1 else
+                  f" Rows with ± were trained with {seeds[-1]} seeds (mean ± sd over seeds), the other trained rows "
+                  f"with {' or '.join(map(str, seeds[:-1]))} (`dpr.related_seeds`).")
         out.append("Setting: " + ", ".join(f for f in facts if f) + ". Cells: accuracy % [95% bootstrap CI]."
                    + spread + "\n")
     if setting.get("note"):
@@ -57,13 +61,14 @@ def render_table3(table3: Mapping) -> str:
         out.append("_Poly-DPR_ (Luo et al. 2022, §3.2): `polydpr.codes` learned code vectors attention-pool the "
                    "passage encoder's last layer into that many passage vectors; the query is its [CLS] vector; "
                    "trained with a softmax mix of the codes, searched by the best code. Trained exactly like the DPR "
-                   "row beside it (Poly-DPR like DPR, Mixed Poly-DPR like Mixed-DPR: same data, settings and seeds).\n")
+                   "row beside it (Poly-DPR like DPR, Mixed Poly-DPR like Mixed-DPR: same data and settings; its "
+                   "seeds: `dpr.related_seeds`).\n")
     if any(s.startswith("hybrid_") for s in accuracy):
         out.append("_Hybrids_ (Luo et al. 2022, §3.3): BM25's and a dense model's top lists fused per question, for "
-                   "every training seed of the dense model; normalised sum = each list min-max normalised to [0, 1], "
-                   "a passage missing from a list scores 0 there, scores summed (the paper's hybrid); RRF = "
-                   "reciprocal-rank fusion (k = `hybrid.rrf_k`, 60 in every preset). Equal weights: nothing is "
-                   "tuned, on the test sets or elsewhere.\n")
+                   "each seed of `dpr.related_seeds` (the mean over them); normalised sum = each list min-max "
+                   "normalised to [0, 1], a passage missing from a list scores 0 there, scores summed (the paper's "
+                   "hybrid); RRF = reciprocal-rank fusion (k = `hybrid.rrf_k`, 60 in every preset). Equal "
+                   "weights: nothing is tuned, on the test sets or elsewhere.\n")
     systems = ordered(accuracy, TABLE3_ORDER)
     panels = list(dict.fromkeys((d, s) for sys_ in systems for d, subs in accuracy[sys_].items() for s in subs))
     for dataset, subset in panels:
@@ -312,6 +317,8 @@ def render_settings(metrics_dir: Path) -> str:
     add("test questions", ", ".join(f"{DATASET_LABELS.get(k, k)} {v:,}"
                                     for k, v in setting.get("questions", {}).items()))
     add("dense training seeds", setting.get("dpr_seeds"))
+    if setting.get("dpr_related_seeds", setting.get("dpr_seeds")) != setting.get("dpr_seeds"):
+        add("training seeds of the related system's retrievers and the hybrids", setting.get("dpr_related_seeds"))
     add("base encoder", setting.get("base_model"))
     add("QG steps per generator", qg.get("training", {}).get("uncon", {}).get("steps"))
     add("filter stage 1", filtering.get("stage1_rule"))
