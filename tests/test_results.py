@@ -43,3 +43,20 @@ def test_a_missing_pretrained_model_names_the_stage_that_makes_it():
     assert dense.pretraining_stage("mixed") == "dpr_pretraining@mixed"
     assert dense.pretraining_stage("rsm") == "dpr_pretraining_pseudo@rsm"
     assert dense.pretraining_stage("poly_mixed") == "dpr_pretraining_poly@mixed"
+
+
+def test_the_study_trains_the_papers_systems_with_three_seeds_and_the_related_ones_with_one():
+    """``dpr.related_seeds``: Table 3's runs per row follow each variant's seeds, and a training run's checkpoint
+    identity leaves both seed lists out (adding a seed must not orphan another run's checkpoints)."""
+    from ecqg import config
+    from ecqg.pipeline import dense, hybrid
+
+    study = config.preset("study", REPO / "params")
+    runs = dense.seed_runs(study)
+    assert runs["dpr_mixed"] == ["dpr_mixed_s2022", "dpr_mixed_s2023", "dpr_mixed_s2024"]
+    assert runs["dpr_poly_mixed"] == ["dpr_poly_mixed_s2022"] and runs["dpr_tempqg"] == ["dpr_tempqg_s2022"]
+    assert runs["dpr_mixed_pre"] == ["dpr_mixed_pre_s2022"]
+    assert hybrid.seed_runs(study)["hybrid_sum_baseline"] == ["hybrid_sum_baseline_s2022"]
+    identity = dense._settings_identity("baseline", study)
+    study["dpr"]["seeds"], study["dpr"]["related_seeds"] = [1, 2], [1]
+    assert dense._settings_identity("baseline", study) == identity

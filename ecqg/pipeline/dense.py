@@ -150,8 +150,10 @@ def _train_phase(model: Retriever, records: list[dict], heldout: int, config: Tr
 
 
 def _settings_identity(variant: str, params: Mapping) -> dict:
-    """The ``dpr`` settings that define a variant's training run (plus ``polydpr`` for a Poly-DPR)."""
-    dpr = {k: v for k, v in params["dpr"].items() if k not in ("encode", "index", "pretrain", "seeds")}
+    """The ``dpr`` settings that define a variant's training run (plus ``polydpr`` for a Poly-DPR). The seed lists
+    are not among them: a run's own seed is, so adding a seed leaves every other run's checkpoints resumable."""
+    dpr = {k: v for k, v in params["dpr"].items()
+           if k not in ("encode", "index", "pretrain", "seeds", "related_seeds")}
     return {**dpr, "polydpr": params["polydpr"]} if retriever_kind(variant, params) == "polydpr" else dpr
 
 
