@@ -60,3 +60,6 @@ def test_the_study_trains_the_papers_systems_with_three_seeds_and_the_related_on
     identity = dense._settings_identity("baseline", study)
     study["dpr"]["seeds"], study["dpr"]["related_seeds"] = [1, 2], [1]
     assert dense._settings_identity("baseline", study) == identity
+    # 06's per-seed analysis measures exactly the systems that have every seed: the paper's three, in its order
+    assert results.seed_systems(study) == ["dpr_baseline", "dpr_uncon", "dpr_mixed"]
+    assert not set(results.seed_systems(study)) & {"dpr_tempqg", "dpr_rsm_tempqg"}

@@ -289,6 +289,16 @@ def attention_systems(params: Mapping) -> list[str]:
     return [f"dpr_{v}" for v in dense.VARIANTS if f"dpr_{v}" in rows]
 
 
+def seed_systems(params: Mapping) -> list[str]:
+    """The one-vector systems trained with every seed of ``dpr.seeds`` (the paper's DPR, UnCon-DPR, Mixed-DPR, as
+    far as the profile trains them): the ones 06 measures seed by seed. The related system's retrievers have only
+    ``dpr.related_seeds``, so they have no seed spread to show."""
+    from ecqg.pipeline.common import PAPER_VARIANTS
+
+    trained = set(attention_systems(params))
+    return [f"dpr_{v}" for v in PAPER_VARIANTS if f"dpr_{v}" in trained]
+
+
 # --- 06's analyses of every training seed and of Poly-DPR's codes ---------------------------------------------------
 def attention_by_seed(params: Mapping, studied: Sequence[Mapping], sentences: Sequence, probes: Sequence[Mapping],
                       probe_passages: Sequence[Mapping], first: tuple[pd.DataFrame, pd.DataFrame],
