@@ -258,7 +258,7 @@ def test_smoke_dag_end_to_end(tmp_path):
                                                            "dpr_rsm", "dpr_tempqg", "dpr_poly_baseline",
                                                            "dpr_poly_mixed", "dpr_poly_rsm_tempqg"}
     assert mechanism["moved_sentence"]["systems"]["dpr_baseline"]["seeds"] == 2
-    # the slices cover the same dense systems as the moved-sentence probe (one list: mechanism.DENSE_SYSTEMS)
+    # the slices cover the same dense systems as the moved-sentence probe (one list: mechanism.dense_systems)
     assert set(mechanism["moved_sentence"]["systems"]) <= set(mechanism["position"]["accuracy"])
     assert "dpr_etm_minus_dpr_baseline" in mechanism["position"]["paired"]
     for system in ("bm25", "dpr_mixed", "dpr_mixed_pre"):

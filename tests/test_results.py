@@ -63,3 +63,20 @@ def test_the_study_trains_the_papers_systems_with_three_seeds_and_the_related_on
     # 06's per-seed analysis measures exactly the systems that have every seed: the paper's three, in its order
     assert results.seed_systems(study) == ["dpr_baseline", "dpr_uncon", "dpr_mixed"]
     assert not set(results.seed_systems(study)) & {"dpr_tempqg", "dpr_rsm_tempqg"}
+
+
+def test_07_scores_table3s_rows_and_probes_its_dense_ones_with_every_seed():
+    """07's systems are Table 3's (no list of its own); the moved-sentence probe loads each dense row's seed runs."""
+    from ecqg import config
+    from ecqg.pipeline import hybrid
+    from ecqg.pipeline import mechanism as mp
+
+    study = config.preset("study", REPO / "params")
+    assert mp.systems(study) == results.table3_systems(study)
+    dense = mp.dense_systems(study)
+    assert dense[0] == results.UNTRAINED_SYSTEM and not set(dense) & {*results.SPARSE_SYSTEMS, *hybrid.systems(study)}
+    models = mp.dense_models(study)
+    assert list(models) == dense
+    assert models["dpr_mixed"] == [("mixed", 2022), ("mixed", 2023), ("mixed", 2024)]
+    assert models["dpr_poly_rsm_tempqg"] == [("poly_rsm_tempqg", 2022)]
+    assert models["dpr_uncon_pre"] == [("uncon_pre", 2022)]                  # pre-trained once

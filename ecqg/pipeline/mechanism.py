@@ -22,10 +22,22 @@ from ecqg.pipeline.located import (TEST_SET, fits_encoder, gold_counts, gold_pas
 
 log = logging.getLogger(__name__)
 
-# Dense systems -> how to load each of their models: (variant, seed) per training seed.
-DENSE_SYSTEMS = ("minilm_untrained", "dpr_uncon_pre", "dpr_mixed_pre", "dpr_etm_pre", "dpr_rsm_pre", "dpr_tempqg_pre",
-                 "dpr_baseline", "dpr_uncon", "dpr_mixed", "dpr_etm", "dpr_rsm", "dpr_tempqg", "dpr_poly_baseline",
-                 "dpr_poly_mixed", "dpr_poly_rsm_tempqg")
+def systems(params: Mapping) -> list[str]:
+    """07's systems: Table 3's rows (``ecqg.pipeline.results.table3_systems``), each with an NQ run."""
+    from ecqg.pipeline import results
+
+    return results.table3_systems(params)
+
+
+def dense_systems(params: Mapping) -> list[str]:
+    """Table 3's dense rows (the untrained encoder, the pre-training-only rows, every trained variant): the systems
+    the moved-sentence probe loads, one model per training seed."""
+    from ecqg.pipeline import hybrid, results
+
+    fused = set(hybrid.systems(params))
+    return [s for s in results.table3_systems(params) if s not in results.SPARSE_SYSTEMS and s not in fused]
+
+
 PAIRS = (("dpr_mixed", "dpr_baseline"), ("dpr_mixed", "dpr_uncon"), ("dpr_uncon", "dpr_baseline"),
          ("dpr_mixed_pre", "dpr_uncon_pre"), ("dpr_poly_baseline", "dpr_baseline"),
          ("dpr_poly_mixed", "dpr_poly_baseline"), ("dpr_etm", "dpr_baseline"), ("dpr_rsm", "dpr_baseline"),
@@ -92,8 +104,11 @@ def entity_attention(params: Mapping, locations: pd.DataFrame, analyses: Mapping
 def dense_models(params: Mapping) -> dict[str, list[tuple[str, int | None]]]:
     """Each dense system -> (variant, seed) of each of its models (one per training seed)."""
     runs = pipeline.seed_runs(params)
-    out: dict[str, list[tuple[str, int | None]]] = {"minilm_untrained": [(pipeline.UNTRAINED, None)]}
-    for system in pipeline.in_profile(DENSE_SYSTEMS[1:], params):   # ETM / RSM where pseudo.variants trains them
+    untrained = pipeline.system_name(pipeline.UNTRAINED)
+    out: dict[str, list[tuple[str, int | None]]] = {untrained: [(pipeline.UNTRAINED, None)]}
+    for system in dense_systems(params):
+        if system == untrained:
+            continue
         variant = system.removeprefix("dpr_")
         out[system] = [(variant, int(run.rsplit("_s", 1)[1])) for run in runs[system]]
     return {system: models for system, models in out.items() if models}
