@@ -1,0 +1,421 @@
+"""The study's fine-tuning sweep (issue 29) on one GPU, outside DVC: DPR, UnCon-DPR and Mixed-DPR fine-tuned to
+convergence at every seed of ``dpr.seeds``, with the stage-05 code itself, and Table 3's test sets scored.
+
+Why outside DVC: a device machine of this workplace takes at most 64 MiB of files each way, so the trained models
+(about 90 MB each) cannot come back to feed stages 06 / 07; what comes back is every figure they produce (training
+histories, held-out validation, each test question's first-hit rank, and for the first seed the curve's ranks and
+moved-sentence gaps). The DVC study on the CPU remains the pipeline's own result; this is the same recipe on
+another device, for the three-seed verdict in minutes instead of a day.
+
+Three commands::
+
+    # here, once stage 04 of the study has run (it needs spaCy for the probe, the study's outputs, faiss):
+    cd STUDY_CLONE && python /path/to/repo/bench/study_sweep.py pack --out /path/to/repo/.sweep
+    # on the GPU machine (its Python has torch and transformers; faiss and the pure-Python
+    # answer matching of pyserini travel in the pack):
+    python3 bench/study_sweep.py run --pack .sweep --workdir /tmp/sweep --out $OUT
+    # here: Table 3 per variant (seed means), paired differences with CIs and p-values, the curve
+    python bench/study_sweep.py summarize results/study/gpu_sweep/sweep.json
+
+What differs from the DVC study, by necessity, and is recorded in the output: the base MiniLM travels as float16
+(the 90.9 MB float32 file does not fit beside the data; it is widened back to float32 before training, so training
+starts from weights rounded to 11 significant bits); resumable checkpoints are written only at epoch ends
+(``checkpoint_every``: they never change the trajectory); the encoding batch for validation and retrieval is
+``--encode-batch``. The training recipe (data, held-out split, batch, schedule, patience, seeds) is the study's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+VARIANTS = ("baseline", "uncon", "mixed")          # the claim's three systems, as stage 05 names them
+PRETRAINED = ("uncon", "mixed")
+DATA_FILES = ("outputs/data/corpus.jsonl", "outputs/data/questions", "outputs/train/gold_dpr.json",
+              "outputs/train/nq_dev_distant.json", "outputs/synthetic/uncon.json", "outputs/synthetic/mixed.json")
+PYSERINI_FILES = ("pyserini/__init__.py", "pyserini/eval/__init__.py", "pyserini/eval/evaluate_dpr_retrieval.py")
+MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
+K_MAX = 20                                          # Table 3's largest k: first-hit ranks are counted up to it
+RESULT = "sweep.json"
+
+
+# ------------------------------------------------------------------------------------------------------------ pack
+def pack(out: Path) -> None:
+    """Everything the sweep reads, from the study clone in the working directory, compressed into ``out``."""
+    import faiss
+    import safetensors.torch
+    import torch
+
+    from ecqg import config
+    from ecqg.models import resolve_model
+    from ecqg.pipeline.located import moved_pairs
+
+    params = config.load("params.yaml")
+    missing = [f for f in DATA_FILES if not Path(f).exists()]
+    if missing:
+        raise SystemExit(f"{Path.cwd()}: {', '.join(missing)} missing; run the study's stages up to 04_mixing first")
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile("params.yaml", out / "params.yaml")
+    probe, dropped = moved_pairs(params, params["dpr"]["finetune"]["curve_probe_passages"])
+    (out / "probe.json").write_text(json.dumps({"max_pairs": params["dpr"]["finetune"]["curve_probe_passages"],
+                                                "pairs": probe, "left_out": dropped}), encoding="utf-8")
+    with tarfile.open(out / "data.tar.xz", "w:xz") as tar:
+        for name in DATA_FILES:
+            tar.add(name)
+
+    base = Path(resolve_model(params["dpr"]["base_model"]))
+    weights = safetensors.torch.load_file(str(base / "model.safetensors"))
+    half = {k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in weights.items()}
+    staging = out / "model"
+    staging.mkdir(exist_ok=True)
+    safetensors.torch.save_file(half, str(staging / "model.safetensors"), metadata={"format": "pt"})
+    for name in MODEL_FILES:
+        shutil.copyfile(base / name, staging / name)
+    with tarfile.open(out / "model.tar.xz", "w:xz", preset=9) as tar:
+        tar.add(staging, arcname="model")
+    shutil.rmtree(staging)
+
+    site = Path(faiss.__file__).resolve().parents[1]
+    with tarfile.open(out / "site.tar.xz", "w:xz", preset=9) as tar:
+        for path in sorted(site.glob("faiss*")):
+            tar.add(path, arcname=path.name)
+        for name in PYSERINI_FILES:      # DrQA's answer matching (ecqg.text) is pure Python; the rest needs Java
+            tar.add(site / name, arcname=name)
+    sizes = {p.name: p.stat().st_size for p in sorted(out.iterdir())}
+    print(json.dumps({"pack": str(out), "bytes": sizes, "total_mib": round(sum(sizes.values()) / 2**20, 1),
+                      "probe_pairs": len(probe), "torch": torch.__version__}, indent=1))
+
+
+# ------------------------------------------------------------------------------------------------------------- run
+def unpack(pack_dir: Path, workdir: Path) -> None:
+    """Data into ``workdir/outputs``, faiss and pyserini's answer matching into ``workdir/site``, the base model
+    widened back to float32."""
+    import safetensors.torch
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    for archive, target in (("data.tar.xz", workdir), ("site.tar.xz", workdir / "site"),
+                            ("model.tar.xz", workdir)):
+        with tarfile.open(pack_dir / archive, "r:xz") as tar:
+            tar.extractall(target, filter="data")
+    weights = safetensors.torch.load_file(str(workdir / "model" / "model.safetensors"))
+    safetensors.torch.save_file({k: (v.float() if v.is_floating_point() else v) for k, v in weights.items()},
+                                str(workdir / "model" / "model.safetensors"), metadata={"format": "pt"})
+    shutil.copyfile(pack_dir / "params.yaml", workdir / "params.yaml")
+    shutil.copyfile(pack_dir / "probe.json", workdir / "probe.json")
+
+
+def plan(seeds: list[int]) -> list[dict]:
+    """The jobs in priority order: both pre-trainings, then each seed's three fine-tunings (first seed first, whose
+    snapshots make the curve)."""
+    jobs = [{"name": f"{v}-pre", "phase": "pretrain", "variant": v, "needs": []} for v in PRETRAINED]
+    for seed in seeds:
+        for v in ("uncon", "mixed", "baseline"):
+            jobs.append({"name": f"{v}-{seed}", "phase": "finetune", "variant": v, "seed": seed,
+                         "needs": [f"{v}-pre"] if v in PRETRAINED else []})
+    return jobs
+
+
+def run(pack_dir: Path, workdir: Path, out: Path, workers: int, budget_s: float, encode_batch: int,
+        sets: list[str]) -> None:
+    """Unpack, then run the jobs ``workers`` at a time (MiniLM at batch 32 leaves most of a GPU idle, so several
+    trainings share it); start no job that the budget cannot hold (its estimate: the longest finished job of its
+    phase), and write ``out/sweep.json`` after every job so a cut run still returns what finished."""
+    import torch
+
+    start = time.monotonic()
+    out.mkdir(parents=True, exist_ok=True)
+    unpack(pack_dir, workdir)
+    from ecqg import config
+    params = config.load(workdir / "params.yaml")
+    seeds = [int(s) for s in params["dpr"]["seeds"]]
+    (workdir / "results").mkdir(exist_ok=True)
+    (workdir / "logs").mkdir(exist_ok=True)
+    sweep = {"device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+             "torch": torch.__version__, "host_cpus": os.cpu_count(), "workers": workers,
+             "encode_batch": encode_batch, "sets": sets, "profile": params["profile"], "seeds": seeds,
+             "date": time.strftime("%Y-%m-%d"), "k_max": K_MAX, "unpack_s": round(time.monotonic() - start, 1),
+             "jobs": {}, "skipped": [], "failed": {}}
+    pending, running, longest, logged = plan(seeds), {}, {}, time.monotonic()
+    threads = max(1, (os.cpu_count() or 2) // workers)
+    path = [str(ROOT), str(workdir / "site"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path),
+           "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
+    while pending or running:
+        for name, (proc, job, began, log) in list(running.items()):
+            if proc.poll() is None:
+                continue
+            log.close()
+            del running[name]
+            seconds = time.monotonic() - began
+            result = workdir / "results" / f"{name}.json"
+            if proc.returncode == 0 and result.is_file():
+                figures = json.loads(result.read_text(encoding="utf-8"))
+                ids = figures.pop("question_ids")          # the same test questions for every job: kept once
+                if sweep.setdefault("question_ids", ids) != ids:
+                    raise RuntimeError(f"{name} scored other test questions than the jobs before it")
+                sweep["jobs"][name] = {**figures, "wall_s": round(seconds, 1)}
+                longest[job["phase"]] = max(longest.get(job["phase"], 0.0), seconds)
+            else:
+                tail = (workdir / "logs" / f"{name}.log").read_text(encoding="utf-8", errors="replace")[-4000:]
+                sweep["failed"][name] = {"returncode": proc.returncode, "log_tail": tail}
+                print(f"--- {name} failed (rc {proc.returncode}):\n{tail}", flush=True)
+            print(f"{time.monotonic() - start:6.0f} s  {name} done in {seconds:.0f} s "
+                  f"(rc {proc.returncode})", flush=True)
+            write_sweep(out, sweep, start)
+            write_logs(workdir, out)
+        ready = [j for j in pending if all(n in sweep["jobs"] for n in j["needs"])]
+        blocked = [j for j in pending if any(n in sweep["failed"] or n in sweep["skipped"] for n in j["needs"])]
+        for job in blocked:
+            pending.remove(job)
+            sweep["skipped"].append(job["name"])
+        for job in ready:
+            if len(running) >= workers:
+                break
+            estimate = longest.get(job["phase"], 0.0)
+            if time.monotonic() - start + estimate > budget_s:
+                pending.remove(job)
+                sweep["skipped"].append(job["name"])
+                print(f"skip {job['name']}: {estimate:.0f} s would pass the {budget_s:.0f} s budget", flush=True)
+                continue
+            pending.remove(job)
+            log = open(workdir / "logs" / f"{job['name']}.log", "w", encoding="utf-8")
+            proc = subprocess.Popen([sys.executable, __file__, "job", "--workdir", str(workdir), "--job",
+                                     json.dumps(job), "--encode-batch", str(encode_batch), "--sets", *sets],
+                                    cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT)
+            running[job["name"]] = (proc, job, time.monotonic(), log)
+            print(f"{time.monotonic() - start:6.0f} s  start {job['name']}", flush=True)
+        if pending and not running and not ready:
+            break
+        if time.monotonic() - logged > 30:          # a run cut by the machine's limit still returns its logs
+            write_logs(workdir, out)
+            logged = time.monotonic()
+        time.sleep(2)
+    write_sweep(out, sweep, start)
+    write_logs(workdir, out)
+
+
+def write_logs(workdir: Path, out: Path) -> None:
+    """Every job's log (its last 20,000 characters) in one file, rewritten as jobs finish."""
+    with open(out / "job_logs.txt", "w", encoding="utf-8") as joined:
+        for path in sorted((workdir / "logs").glob("*.log")):
+            joined.write(f"===== {path.name}\n{path.read_text(encoding='utf-8', errors='replace')[-20000:]}\n")
+
+
+def write_sweep(out: Path, sweep: dict, start: float) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    sweep["elapsed_s"] = round(time.monotonic() - start, 1)
+    tmp = out / f".{RESULT}.tmp"
+    tmp.write_text(json.dumps(sweep), encoding="utf-8")
+    os.replace(tmp, out / RESULT)
+
+
+# ------------------------------------------------------------------------------------------------------------- job
+def first_hit_ranks(run_path: Path, questions: list[dict], text_of: dict, cache) -> list[int]:
+    """Per question, the rank (1..K_MAX) of the first answer-bearing passage, 0 for none within K_MAX."""
+    import numpy as np
+
+    from ecqg import evaluation
+    from ecqg.run_files import read_run
+
+    hits = evaluation.hit_matrix(read_run(run_path), questions, text_of, k_max=K_MAX, cache=cache)
+    return [int(r) for r in np.where(hits.any(axis=1), hits.argmax(axis=1) + 1, 0)]
+
+
+def job(workdir: Path, spec: dict, encode_batch: int, sets: list[str]) -> None:
+    """One pre-training or fine-tuning through ``ecqg.pipeline.dense`` (stage 05's own calls), then its test runs
+    (``retrieve_all``) reduced to first-hit ranks; written to ``results/<name>.json``."""
+    os.chdir(workdir)
+    sys.path.insert(1, str(workdir / "site"))
+    from ecqg import config, device, evaluation, paths
+    from ecqg.io import read_jsonl
+    from ecqg.pipeline import dense, finetune_validation, located
+    from ecqg.pipeline.results import load_passage_texts
+    from ecqg.stages import setup_logging
+
+    setup_logging()
+    params = config.load("params.yaml")
+    params["dpr"]["base_model"] = str(workdir / "model")
+    params["dpr"]["encode"]["batch_size"] = encode_batch
+    for phase in ("finetune", "pretrain"):
+        params["dpr"][phase]["checkpoint_every"] = None
+    probe = json.loads((workdir / "probe.json").read_text(encoding="utf-8"))
+
+    def packed_pairs(_params, max_pairs, located_=None):
+        """The probe's pairs as ``moved_pairs`` made them where spaCy is (pack); this machine has no spaCy."""
+        if max_pairs != probe["max_pairs"]:
+            raise ValueError(f"the pack's probe was drawn for {probe['max_pairs']} pairs, "
+                             f"the curve asks for {max_pairs}")
+        return probe["pairs"], probe["left_out"]
+
+    located.moved_pairs = packed_pairs
+    variant, phase = spec["variant"], spec["phase"]
+    began = time.perf_counter()
+    if phase == "pretrain":
+        seed = dense.pretrain_seed(params)
+        result = dense.pretrain_variant(variant, params, progress=False)
+        system_variant = variant + dense.PRETRAINED_SUFFIX
+    else:
+        seed = spec["seed"]
+        result = dense.train_variant(variant, params, seed, progress=False)
+        system_variant = variant
+    train_s = time.perf_counter() - began
+    figures = dense.retrieve_all(system_variant, params, seed, progress=False)
+    text_of = load_passage_texts()
+    caches = {name: evaluation.HitCache(text_of) for name in sets}
+    questions = {name: [q for _, q in read_jsonl(paths.questions_file(name))] for name in sets}
+    system = dense.system_name(system_variant, seed)
+    ranks = {name: first_hit_ranks(paths.run_file(system, name), questions[name], text_of, caches[name])
+             for name in sets}
+    curve = {}
+    curve_root = paths.model_dir(variant, seed) / finetune_validation.CURVE_DIR
+    if phase == "finetune" and curve_root.is_dir():
+        for step_dir in sorted(curve_root.iterdir()):
+            step = int(step_dir.name.split("-")[1])
+            curve[step] = {name: first_hit_ranks(step_dir / f"{name}.trec", questions[name], text_of,
+                                                   caches[name])
+                           for name in sets}
+            moved = step_dir / finetune_validation.MOVED_FILE
+            if moved.is_file():
+                curve[step]["moved_gaps"] = json.loads(moved.read_text(encoding="utf-8"))["gaps"]
+    summary = dense.training_summary(params, result, variant, seed, phase)
+    history = [{k: v for k, v in h.items() if k in ("step", "epoch") or k.startswith("val_") or k in
+                ("snapshot", "epoch_end", "best", "loss")} for h in result["history"]]
+    rates = [h["examples_per_s"] for h in result["history"] if h.get("examples_per_s")]
+    out = {"name": spec["name"], "phase": phase, "variant": variant, "seed": seed, "system": system,
+           "train_s": round(train_s, 1), "total_s": round(time.perf_counter() - began, 1),
+           "examples_per_s_median": sorted(rates)[len(rates) // 2] if rates else None,
+           "device": device.describe(), "summary": summary, "history": history, "retrieval": figures,
+           "question_ids": {name: [str(q["id"]) for q in qs] for name, qs in questions.items()},
+           "ranks": ranks, "curve": curve}
+    path = Path("results") / f"{spec['name']}.json"
+    path.write_text(json.dumps(out, default=str), encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------------------------------- summarize
+def summarize(path: Path) -> None:
+    """Table 3 from the sweep's ranks: each variant's seed-mean Top-1/5/20 per test set with the seed spread, and the
+    paired differences (seed-mean per question, paired bootstrap) of UnCon / Mixed against DPR and Mixed against
+    UnCon; then the curve of the first seed."""
+    import numpy as np
+    import pandas as pd
+
+    from ecqg import evaluation
+
+    import gzip
+
+    text = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    sweep = json.loads(text)
+    jobs = sweep["jobs"]
+    print(f"device: {sweep['device']}  torch {sweep['torch']}  {sweep['date']}  jobs done: {len(jobs)}  "
+          f"skipped: {sweep['skipped']}  failed: {list(sweep['failed'])}  elapsed {sweep['elapsed_s']} s")
+    for name, j in jobs.items():
+        s = j["summary"]
+        print(f"  {name:14s} train {j['train_s']:6.1f} s  median {j['examples_per_s_median'] or 0:7.1f} ex/s  "
+              f"steps {s.get('steps')}  kept {s.get('selected_step', '-')}")
+    sets = sweep["sets"]
+
+    def stack(variant: str, name: str) -> np.ndarray | None:
+        """questions x seeds x K_MAX hit matrix (first hits only; enough for Top-k at every k <= K_MAX)."""
+        runs = [jobs[f"{variant}-{s}"] for s in sweep["seeds"] if f"{variant}-{s}" in jobs]
+        if not runs:
+            return None
+        return np.stack([as_hits(r["ranks"][name]) for r in runs], axis=1)
+
+    rows, pairs = [], []
+    for name in sets:
+        stacks = {v: stack(v, name) for v in VARIANTS}
+        for v, hits in stacks.items():
+            if hits is None:
+                continue
+            acc = evaluation.seed_hits_at_k(hits, (1, 5, 20)).mean(axis=0) * 100   # seeds x k
+            rows.append({"set": name, "system": v, "seeds": hits.shape[1],
+                         **{f"top{k}": round(float(acc[:, i].mean()), 1) for i, k in enumerate((1, 5, 20))},
+                         **{f"top{k}_seeds": [round(float(a), 1) for a in acc[:, i]]
+                            for i, k in enumerate((1, 5, 20))}})
+        for a, b in (("uncon", "baseline"), ("mixed", "baseline"), ("mixed", "uncon")):
+            if stacks[a] is None or stacks[b] is None or stacks[a].shape[1] != stacks[b].shape[1]:
+                continue
+            for k in (1, 5, 20):
+                res = evaluation.paired_bootstrap(stacks[a], stacks[b], k)
+                pairs.append({"set": name, "pair": f"{a} - {b}", "k": k, "seeds": stacks[a].shape[1],
+                              "difference": round(100 * res["difference"], 1),
+                              "ci": [round(100 * res["ci_low"], 1), round(100 * res["ci_high"], 1)],
+                              "p_value": res["p_value"]})
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(pd.DataFrame(rows).to_string(index=False))
+        print(pd.DataFrame(pairs).to_string(index=False))
+        first = sweep["seeds"][0]
+        curve_rows = []
+        for v in VARIANTS:
+            j = jobs.get(f"{v}-{first}")
+            if not j:
+                continue
+            for step, entry in sorted(j["curve"].items(), key=lambda kv: int(kv[0])):
+                row = {"system": v, "step": int(step)}
+                for name in sets:
+                    hits = as_hits(entry[name])
+                    row.update({f"{name}@{k}": round(100 * float(evaluation.hits_at_k(hits, [k]).mean()), 1)
+                                for k in (1, 20)})
+                if "moved_gaps" in entry:
+                    row["moved_gap"] = round(float(np.mean(entry["moved_gaps"])), 4)
+                curve_rows.append(row)
+        if curve_rows:
+            print(pd.DataFrame(curve_rows).to_string(index=False))
+
+
+def as_hits(ranks: list[int]):
+    """First-hit ranks back to a questions x K_MAX hit matrix (True at the first hit only)."""
+    import numpy as np
+
+    ranks = np.asarray(ranks)
+    hits = np.zeros((len(ranks), K_MAX), dtype=bool)
+    found = ranks > 0
+    hits[np.nonzero(found)[0], ranks[found] - 1] = True
+    return hits
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("pack", help="collect the study's inputs (run in the study clone)")
+    p.add_argument("--out", type=Path, required=True)
+    r = sub.add_parser("run", help="run the sweep (on the GPU machine)")
+    r.add_argument("--pack", type=Path, required=True)
+    r.add_argument("--workdir", type=Path, required=True)
+    r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--workers", type=int, default=4)
+    r.add_argument("--budget-s", type=float, default=520.0, help="start no job that would end past this")
+    r.add_argument("--encode-batch", type=int, default=256)
+    r.add_argument("--sets", nargs="+", default=["nq", "wq", "tqa"])
+    j = sub.add_parser("job", help="one training (started by run)")
+    j.add_argument("--workdir", type=Path, required=True)
+    j.add_argument("--job", required=True)
+    j.add_argument("--encode-batch", type=int, required=True)
+    j.add_argument("--sets", nargs="+", required=True)
+    s = sub.add_parser("summarize", help="tables from a sweep.json")
+    s.add_argument("sweep", type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "pack":
+        pack(args.out.resolve())
+    elif args.command == "run":
+        run(args.pack.resolve(), args.workdir.resolve(), args.out.resolve(), args.workers, args.budget_s,
+            args.encode_batch, args.sets)
+    elif args.command == "job":
+        job(args.workdir, json.loads(args.job), args.encode_batch, args.sets)
+    else:
+        summarize(args.sweep)
+
+
+if __name__ == "__main__":
+    main()
