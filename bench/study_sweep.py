@@ -114,19 +114,24 @@ def unpack(pack_dir: Path, workdir: Path) -> None:
     shutil.copyfile(pack_dir / "probe.json", workdir / "probe.json")
 
 
-def plan(seeds: list[int]) -> list[dict]:
+def plan(seeds: list[int], poly: bool) -> list[dict]:
     """The jobs in priority order: both pre-trainings, then each seed's three fine-tunings (first seed first, whose
-    snapshots make the curve)."""
+    snapshots make the curve); with ``poly``, Poly-DPR and Mixed Poly-DPR at the first seed last (issue 29 asks for
+    them on the curve at one seed where the budget holds)."""
+    def finetune(v: str, seed: int) -> dict:
+        return {"name": f"{v}-{seed}", "phase": "finetune", "variant": v, "seed": seed,
+                "needs": [f"{v}-pre"] if v.removeprefix("poly_") in PRETRAINED else []}
+
     jobs = [{"name": f"{v}-pre", "phase": "pretrain", "variant": v, "needs": []} for v in PRETRAINED]
-    for seed in seeds:
-        for v in ("uncon", "mixed", "baseline"):
-            jobs.append({"name": f"{v}-{seed}", "phase": "finetune", "variant": v, "seed": seed,
-                         "needs": [f"{v}-pre"] if v in PRETRAINED else []})
+    jobs += [finetune(v, seed) for seed in seeds for v in ("uncon", "mixed", "baseline")]
+    if poly:
+        jobs += [{"name": "poly_mixed-pre", "phase": "pretrain", "variant": "poly_mixed", "needs": []},
+                 finetune("poly_baseline", seeds[0]), finetune("poly_mixed", seeds[0])]
     return jobs
 
 
 def run(pack_dir: Path, workdir: Path, out: Path, workers: int, budget_s: float, encode_batch: int,
-        sets: list[str]) -> None:
+        sets: list[str], poly: bool) -> None:
     """Unpack, then run the jobs ``workers`` at a time (MiniLM at batch 32 leaves most of a GPU idle, so several
     trainings share it); start no job that the budget cannot hold (its estimate: the longest finished job of its
     phase), and write ``out/sweep.json`` after every job so a cut run still returns what finished."""
@@ -145,7 +150,7 @@ def run(pack_dir: Path, workdir: Path, out: Path, workers: int, budget_s: float,
              "encode_batch": encode_batch, "sets": sets, "profile": params["profile"], "seeds": seeds,
              "date": time.strftime("%Y-%m-%d"), "k_max": K_MAX, "unpack_s": round(time.monotonic() - start, 1),
              "jobs": {}, "skipped": [], "failed": {}}
-    pending, running, longest, logged = plan(seeds), {}, {}, time.monotonic()
+    pending, running, longest, logged = plan(seeds, poly), {}, {}, time.monotonic()
     threads = max(1, (os.cpu_count() or 2) // workers)
     path = [str(ROOT), str(workdir / "site"), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path),
@@ -322,41 +327,52 @@ def summarize(path: Path) -> None:
         s = j["summary"]
         print(f"  {name:14s} train {j['train_s']:6.1f} s  median {j['examples_per_s_median'] or 0:7.1f} ex/s  "
               f"steps {s.get('steps')}  kept {s.get('selected_step', '-')}")
-    sets = sweep["sets"]
+    sets, seeds = sweep["sets"], sweep["seeds"]
+    systems = [v for v in (*VARIANTS, "poly_baseline", "poly_mixed") if any(j["variant"] == v and
+                                                                          j["phase"] == "finetune"
+                                                                          for j in jobs.values())]
+    systems += [f"{v}-pre" for v in (*PRETRAINED, "poly_mixed") if f"{v}-pre" in jobs]
 
-    def stack(variant: str, name: str) -> np.ndarray | None:
+    def runs_of(system: str, only: set | None = None) -> dict[int, dict]:
+        """seed -> job of a fine-tuned system, or the one pre-training job of ``<variant>-pre``."""
+        if system.endswith("-pre"):
+            return {seeds[0]: jobs[system]}
+        return {s: jobs[f"{system}-{s}"] for s in seeds if f"{system}-{s}" in jobs and (only is None or s in only)}
+
+    def stack(system: str, name: str, only: set | None = None) -> np.ndarray:
         """questions x seeds x K_MAX hit matrix (first hits only; enough for Top-k at every k <= K_MAX)."""
-        runs = [jobs[f"{variant}-{s}"] for s in sweep["seeds"] if f"{variant}-{s}" in jobs]
-        if not runs:
-            return None
-        return np.stack([as_hits(r["ranks"][name]) for r in runs], axis=1)
+        return np.stack([as_hits(j["ranks"][name]) for j in runs_of(system, only).values()], axis=1)
 
     rows, pairs = [], []
+    compared = [("uncon", "baseline"), ("mixed", "baseline"), ("mixed", "uncon"), ("uncon-pre", "baseline"),
+                ("mixed-pre", "uncon-pre"), ("poly_baseline", "baseline"), ("poly_mixed", "poly_baseline"),
+                ("poly_mixed", "mixed")]
     for name in sets:
-        stacks = {v: stack(v, name) for v in VARIANTS}
-        for v, hits in stacks.items():
-            if hits is None:
-                continue
+        for system in systems:
+            hits = stack(system, name)
             acc = evaluation.seed_hits_at_k(hits, (1, 5, 20)).mean(axis=0) * 100   # seeds x k
-            rows.append({"set": name, "system": v, "seeds": hits.shape[1],
+            rows.append({"set": name, "system": system, "seeds": hits.shape[1],
                          **{f"top{k}": round(float(acc[:, i].mean()), 1) for i, k in enumerate((1, 5, 20))},
                          **{f"top{k}_seeds": [round(float(a), 1) for a in acc[:, i]]
                             for i, k in enumerate((1, 5, 20))}})
-        for a, b in (("uncon", "baseline"), ("mixed", "baseline"), ("mixed", "uncon")):
-            if stacks[a] is None or stacks[b] is None or stacks[a].shape[1] != stacks[b].shape[1]:
+        for a, b in compared:
+            if a not in systems or b not in systems:
+                continue
+            common = set(runs_of(a)) & set(runs_of(b))      # paired over the seeds both have
+            if not common:
                 continue
             for k in (1, 5, 20):
-                res = evaluation.paired_bootstrap(stacks[a], stacks[b], k)
-                pairs.append({"set": name, "pair": f"{a} - {b}", "k": k, "seeds": stacks[a].shape[1],
+                res = evaluation.paired_bootstrap(stack(a, name, common), stack(b, name, common), k)
+                pairs.append({"set": name, "pair": f"{a} - {b}", "k": k, "seeds": len(common),
                               "difference": round(100 * res["difference"], 1),
                               "ci": [round(100 * res["ci_low"], 1), round(100 * res["ci_high"], 1)],
                               "p_value": res["p_value"]})
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(pd.DataFrame(rows).to_string(index=False))
         print(pd.DataFrame(pairs).to_string(index=False))
-        first = sweep["seeds"][0]
+        first = seeds[0]
         curve_rows = []
-        for v in VARIANTS:
+        for v in (*VARIANTS, "poly_baseline", "poly_mixed"):
             j = jobs.get(f"{v}-{first}")
             if not j:
                 continue
@@ -398,6 +414,7 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--budget-s", type=float, default=520.0, help="start no job that would end past this")
     r.add_argument("--encode-batch", type=int, default=256)
     r.add_argument("--sets", nargs="+", default=["nq", "wq", "tqa"])
+    r.add_argument("--poly", action="store_true", help="also Poly-DPR and Mixed Poly-DPR at the first seed")
     j = sub.add_parser("job", help="one training (started by run)")
     j.add_argument("--workdir", type=Path, required=True)
     j.add_argument("--job", required=True)
@@ -410,7 +427,7 @@ def main(argv: list[str] | None = None) -> None:
         pack(args.out.resolve())
     elif args.command == "run":
         run(args.pack.resolve(), args.workdir.resolve(), args.out.resolve(), args.workers, args.budget_s,
-            args.encode_batch, args.sets)
+            args.encode_batch, args.sets, args.poly)
     elif args.command == "job":
         job(args.workdir, json.loads(args.job), args.encode_batch, args.sets)
     else:
