@@ -130,8 +130,18 @@ def plan(seeds: list[int], poly: bool) -> list[dict]:
     return jobs
 
 
+def select_jobs(jobs: list[dict], only: list[str]) -> list[dict]:
+    """The named jobs and the pre-trainings they need, in plan order (to finish a cut run's rest)."""
+    unknown = set(only) - {j["name"] for j in jobs}
+    if unknown:
+        raise ValueError(f"no such job: {', '.join(sorted(unknown))}; "
+                         f"the plan has {', '.join(j['name'] for j in jobs)}")
+    wanted = set(only) | {n for j in jobs if j["name"] in only for n in j["needs"]}
+    return [j for j in jobs if j["name"] in wanted]
+
+
 def run(pack_dir: Path, workdir: Path, out: Path, workers: int, budget_s: float, encode_batch: int,
-        sets: list[str], poly: bool) -> None:
+        sets: list[str], poly: bool, only: list[str] | None = None) -> None:
     """Unpack, then run the jobs ``workers`` at a time (MiniLM at batch 32 leaves most of a GPU idle, so several
     trainings share it); start no job that the budget cannot hold (its estimate: the longest finished job of its
     phase), and write ``out/sweep.json`` after every job so a cut run still returns what finished."""
@@ -151,6 +161,8 @@ def run(pack_dir: Path, workdir: Path, out: Path, workers: int, budget_s: float,
              "date": time.strftime("%Y-%m-%d"), "k_max": K_MAX, "unpack_s": round(time.monotonic() - start, 1),
              "jobs": {}, "skipped": [], "failed": {}}
     pending, running, longest, logged = plan(seeds, poly), {}, {}, time.monotonic()
+    if only:
+        pending = select_jobs(pending, only)
     threads = max(1, (os.cpu_count() or 2) // workers)
     path = [str(ROOT), str(workdir / "site"), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path),
@@ -415,6 +427,7 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--encode-batch", type=int, default=256)
     r.add_argument("--sets", nargs="+", default=["nq", "wq", "tqa"])
     r.add_argument("--poly", action="store_true", help="also Poly-DPR and Mixed Poly-DPR at the first seed")
+    r.add_argument("--only", nargs="+", help="run only these jobs (and the pre-trainings they need)")
     j = sub.add_parser("job", help="one training (started by run)")
     j.add_argument("--workdir", type=Path, required=True)
     j.add_argument("--job", required=True)
@@ -427,7 +440,7 @@ def main(argv: list[str] | None = None) -> None:
         pack(args.out.resolve())
     elif args.command == "run":
         run(args.pack.resolve(), args.workdir.resolve(), args.out.resolve(), args.workers, args.budget_s,
-            args.encode_batch, args.sets, args.poly)
+            args.encode_batch, args.sets, args.poly, args.only)
     elif args.command == "job":
         job(args.workdir, json.loads(args.job), args.encode_batch, args.sets)
     else:
