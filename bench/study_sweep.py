@@ -5,7 +5,9 @@ Why outside DVC: a device machine of this workplace takes at most 64 MiB of file
 (about 90 MB each) cannot come back to feed stages 06 / 07; what comes back is every figure they produce (training
 histories, held-out validation, each test question's first-hit rank, and for the first seed the curve's ranks and
 moved-sentence gaps). The DVC study on the CPU remains the pipeline's own result; this is the same recipe on
-another device, for the three-seed verdict in minutes instead of a day.
+another device: on one H200 a fine-tuning took 6-8 min with twelve sharing the GPU, against about 1.7 h on 2 CPU
+cores, and the whole plan (14 jobs) needs more than one 10-minute call: finish a cut run with ``--only`` and
+summarize the calls' files together.
 
 Three commands::
 
@@ -15,7 +17,7 @@ Three commands::
     # answer matching of pyserini travel in the pack):
     python3 bench/study_sweep.py run --pack .sweep --workdir /tmp/sweep --out $OUT
     # here: Table 3 per variant (seed means), paired differences with CIs and p-values, the curve
-    python bench/study_sweep.py summarize results/study/gpu_sweep/sweep.json
+    python bench/study_sweep.py summarize results/reruns/study-sweep-h200/sweep.json.gz [a later call's sweep.json]
 
 What differs from the DVC study, by necessity, and is recorded in the output: the base MiniLM travels as float16
 (the 90.9 MB float32 file does not fit beside the data; it is widened back to float32 before training, so training
@@ -319,22 +321,41 @@ def job(workdir: Path, spec: dict, encode_batch: int, sets: list[str]) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------- summarize
-def summarize(path: Path) -> None:
+def read_sweep(path: Path) -> dict:
+    import gzip
+
+    return json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes())
+
+
+def merged(sweeps: list[dict]) -> dict:
+    """Several calls' sweeps as one (a cut run finished by a later ``--only`` call): every job once, the first
+    call's copy where two ran it; the calls must have scored the same questions with the same seeds."""
+    first = sweeps[0]
+    jobs = dict(first["jobs"])
+    for other in sweeps[1:]:
+        for key in ("question_ids", "seeds", "sets", "profile"):
+            if other.get(key) != first.get(key):
+                raise ValueError(f"the sweeps differ in {key}: they are not one study's")
+        jobs.update({name: job for name, job in other["jobs"].items() if name not in jobs})
+    return {**first, "jobs": jobs}
+
+
+def summarize(paths_: list[Path]) -> None:
     """Table 3 from the sweep's ranks: each variant's seed-mean Top-1/5/20 per test set with the seed spread, and the
     paired differences (seed-mean per question, paired bootstrap) of UnCon / Mixed against DPR and Mixed against
-    UnCon; then the curve of the first seed."""
+    UnCon; then the curve of the first seed. Several files: one sweep finished over several calls."""
     import numpy as np
     import pandas as pd
 
     from ecqg import evaluation
 
-    import gzip
-
-    text = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    sweep = json.loads(text)
+    sweeps = [read_sweep(p) for p in paths_]
+    for p, sweep in zip(paths_, sweeps):
+        print(f"{p}: device {sweep['device']}  torch {sweep['torch']}  {sweep['date']}  jobs done: "
+              f"{len(sweep['jobs'])}  skipped: {sweep['skipped']}  failed: {list(sweep['failed'])}  "
+              f"elapsed {sweep['elapsed_s']} s")
+    sweep = merged(sweeps)
     jobs = sweep["jobs"]
-    print(f"device: {sweep['device']}  torch {sweep['torch']}  {sweep['date']}  jobs done: {len(jobs)}  "
-          f"skipped: {sweep['skipped']}  failed: {list(sweep['failed'])}  elapsed {sweep['elapsed_s']} s")
     for name, j in jobs.items():
         s = j["summary"]
         print(f"  {name:14s} train {j['train_s']:6.1f} s  median {j['examples_per_s_median'] or 0:7.1f} ex/s  "
@@ -433,8 +454,8 @@ def main(argv: list[str] | None = None) -> None:
     j.add_argument("--job", required=True)
     j.add_argument("--encode-batch", type=int, required=True)
     j.add_argument("--sets", nargs="+", required=True)
-    s = sub.add_parser("summarize", help="tables from a sweep.json")
-    s.add_argument("sweep", type=Path)
+    s = sub.add_parser("summarize", help="tables from sweep.json files (several: one sweep over several calls)")
+    s.add_argument("sweep", type=Path, nargs="+")
     args = parser.parse_args(argv)
     if args.command == "pack":
         pack(args.out.resolve())

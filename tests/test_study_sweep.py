@@ -55,8 +55,18 @@ def test_summary_pairs_over_the_seeds_both_systems_have(tmp_path, capsys):
                                             "uncon-2023": _job("uncon", 2023, better)}}
     path = tmp_path / "sweep.json.gz"
     path.write_bytes(gzip.compress(json.dumps(sweep).encode()))
-    study_sweep.summarize(path)
+    study_sweep.summarize([path])
     out = capsys.readouterr().out
     row = next(line.split() for line in out.splitlines() if "uncon - baseline" in line and line.split()[4] == "1")
     assert row[5] == "1" and float(row[6]) == 10.0      # one shared seed, +10.0 points at Top-1
     assert float(row[-1]) < 0.01
+
+
+def test_merged_sweeps_keep_the_first_copy_and_refuse_another_study():
+    a = {"question_ids": {"nq": ["1"]}, "seeds": [1], "sets": ["nq"], "profile": "study",
+         "jobs": {"x-1": {"from": "a"}}}
+    b = {**a, "jobs": {"x-1": {"from": "b"}, "y-1": {"from": "b"}}}
+    both = study_sweep.merged([a, b])["jobs"]
+    assert both == {"x-1": {"from": "a"}, "y-1": {"from": "b"}}
+    with pytest.raises(ValueError, match="differ in seeds"):
+        study_sweep.merged([a, {**b, "seeds": [2]}])
