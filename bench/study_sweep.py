@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 VARIANTS = ("baseline", "uncon", "mixed")          # the claim's three systems, as stage 05 names them
 PRETRAINED = ("uncon", "mixed")
+POLY_VARIANTS = ("poly_baseline", "poly_mixed")     # Poly-DPR beside DPR, on the first seed only
 DATA_FILES = ("outputs/data/corpus.jsonl", "outputs/data/questions", "outputs/train/gold_dpr.json",
               "outputs/train/nq_dev_distant.json", "outputs/synthetic/uncon.json", "outputs/synthetic/mixed.json")
 PYSERINI_FILES = ("pyserini/__init__.py", "pyserini/eval/__init__.py", "pyserini/eval/evaluate_dpr_retrieval.py")
@@ -128,7 +129,7 @@ def plan(seeds: list[int], poly: bool) -> list[dict]:
     jobs += [finetune(v, seed) for seed in seeds for v in ("uncon", "mixed", "baseline")]
     if poly:
         jobs += [{"name": "poly_mixed-pre", "phase": "pretrain", "variant": "poly_mixed", "needs": []},
-                 finetune("poly_baseline", seeds[0]), finetune("poly_mixed", seeds[0])]
+                 *(finetune(v, seeds[0]) for v in POLY_VARIANTS)]
     return jobs
 
 
@@ -231,11 +232,10 @@ def write_logs(workdir: Path, out: Path) -> None:
 
 
 def write_sweep(out: Path, sweep: dict, start: float) -> None:
-    out.mkdir(parents=True, exist_ok=True)
+    from ecqg.io import write_text
+
     sweep["elapsed_s"] = round(time.monotonic() - start, 1)
-    tmp = out / f".{RESULT}.tmp"
-    tmp.write_text(json.dumps(sweep), encoding="utf-8")
-    os.replace(tmp, out / RESULT)
+    write_text(out / RESULT, json.dumps(sweep))      # atomic: a run cut mid-write keeps the last whole file
 
 
 # ------------------------------------------------------------------------------------------------------------- job
@@ -322,9 +322,9 @@ def job(workdir: Path, spec: dict, encode_batch: int, sets: list[str]) -> None:
 
 # ------------------------------------------------------------------------------------------------------- summarize
 def read_sweep(path: Path) -> dict:
-    import gzip
+    from ecqg.io import read_json
 
-    return json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes())
+    return read_json(path, dict, "a sweep (bench/study_sweep.py run)")
 
 
 def merged(sweeps: list[dict]) -> dict:
@@ -361,9 +361,8 @@ def summarize(paths_: list[Path]) -> None:
         print(f"  {name:14s} train {j['train_s']:6.1f} s  median {j['examples_per_s_median'] or 0:7.1f} ex/s  "
               f"steps {s.get('steps')}  kept {s.get('selected_step', '-')}")
     sets, seeds = sweep["sets"], sweep["seeds"]
-    systems = [v for v in (*VARIANTS, "poly_baseline", "poly_mixed") if any(j["variant"] == v and
-                                                                          j["phase"] == "finetune"
-                                                                          for j in jobs.values())]
+    finetuned = {j["variant"] for j in jobs.values() if j["phase"] == "finetune"}
+    systems = [v for v in (*VARIANTS, *POLY_VARIANTS) if v in finetuned]
     systems += [f"{v}-pre" for v in (*PRETRAINED, "poly_mixed") if f"{v}-pre" in jobs]
 
     def runs_of(system: str, only: set | None = None) -> dict[int, dict]:
@@ -405,7 +404,7 @@ def summarize(paths_: list[Path]) -> None:
         print(pd.DataFrame(pairs).to_string(index=False))
         first = seeds[0]
         curve_rows = []
-        for v in (*VARIANTS, "poly_baseline", "poly_mixed"):
+        for v in (*VARIANTS, *POLY_VARIANTS):
             j = jobs.get(f"{v}-{first}")
             if not j:
                 continue
