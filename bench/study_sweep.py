@@ -19,6 +19,11 @@ Three commands::
     # here: Table 3 per variant (seed means), paired differences with CIs and p-values, the curve
     python bench/study_sweep.py summarize results/reruns/study-sweep-h200/sweep.json.gz [a later call's sweep.json]
 
+A checkout that never ran stages 01-04 (about three hours of 2 CPU cores) packs from the committed synthetic sets
+instead: ``make profile P=study && dvc repro training_data`` (minutes), then ``pack --out .sweep --sets
+results/study/synthetic_sets.json.gz``; that file is written in the study clone after stage 04 by ``export-sets
+--out results/study/synthetic_sets.json.gz``.
+
 What differs from the DVC study, by necessity, and is recorded in the output: the base MiniLM travels as float16
 (the 90.9 MB float32 file does not fit beside the data; it is widened back to float32 before training, so training
 starts from weights rounded to 11 significant bits); resumable checkpoints are written only at epoch ends
@@ -46,6 +51,7 @@ PRETRAINED = ("uncon", "mixed")
 POLY_VARIANTS = ("poly_baseline", "poly_mixed")     # Poly-DPR beside DPR, on the first seed only
 DATA_FILES = ("outputs/data/corpus.jsonl", "outputs/data/questions", "outputs/train/gold_dpr.json",
               "outputs/train/nq_dev_distant.json", "outputs/synthetic/uncon.json", "outputs/synthetic/mixed.json")
+CTX_FIELDS = ("positive_ctxs", "negative_ctxs", "hard_negative_ctxs")
 PYSERINI_FILES = ("pyserini/__init__.py", "pyserini/eval/__init__.py", "pyserini/eval/evaluate_dpr_retrieval.py")
 MODEL_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
 K_MAX = 20                                          # Table 3's largest k: first-hit ranks are counted up to it
@@ -53,8 +59,72 @@ RESULT = "sweep.json"
 
 
 # ------------------------------------------------------------------------------------------------------------ pack
-def pack(out: Path) -> None:
-    """Everything the sweep reads, from the study clone in the working directory, compressed into ``out``."""
+# ----------------------------------------------------------------------------------------------- synthetic sets
+def set_file(variant: str) -> str:
+    return f"outputs/synthetic/{variant}.json"
+
+
+def export_sets(out: Path) -> None:
+    """The study's two synthetic sets (stage 04's output) without passage texts, into one gzipped JSON file.
+
+    Stages 01-04 take about three hours of 2 CPU cores; everything else the sweep reads comes from the data bundle
+    in minutes (``dvc repro training_data``). With this file committed, a checkout that never ran 01-04 can still
+    pack the sweep (``pack --sets``). Every context's text is checked against the pool before it is dropped, so the
+    rebuild is exact; titles, ids, scores and answers stay."""
+    from ecqg import config
+    from ecqg.io import read_json, write_text
+    from ecqg.pipeline.common import passages_by_id
+
+    params = config.load("params.yaml")
+    passages = passages_by_id()
+    sets = {}
+    for variant in PRETRAINED:
+        records = read_json(set_file(variant), list, "a list of DPR retriever examples")
+        for i, ex in enumerate(records):
+            for field in CTX_FIELDS:
+                for ctx in ex.get(field, []):
+                    pid = ctx.get("passage_id")
+                    if pid not in passages or passages[pid]["text"] != ctx.get("text"):
+                        raise SystemExit(f"{set_file(variant)}: record {i}, {field}: passage {pid!r} is not the "
+                                         "pool's passage of that id; cannot drop its text")
+                    del ctx["text"]
+        sets[variant] = records
+    write_text(out, json.dumps({"profile": params["profile"], "seed": params["seed"], "sets": sets},
+                               ensure_ascii=False, separators=(",", ":")))
+    print(json.dumps({"file": str(out), "bytes": out.stat().st_size,
+                      "examples": {v: len(r) for v, r in sets.items()}}))
+
+
+def rebuilt_sets(exported: Path) -> dict[str, bytes]:
+    """``{path in the pack: DPR retriever json}`` of an :func:`export_sets` file, texts put back from the pool."""
+    from ecqg.errors import DataFormatError
+    from ecqg.io import read_json
+    from ecqg.pipeline.common import passages_by_id
+
+    sets = read_json(exported, dict, "an object with the exported synthetic sets")
+    if set(sets.get("sets", {})) != set(PRETRAINED):
+        raise DataFormatError(exported, None, "sets", f"expected the sets {', '.join(PRETRAINED)}")
+    passages = passages_by_id()
+    out = {}
+    for variant, records in sets["sets"].items():
+        for i, ex in enumerate(records):
+            for field in CTX_FIELDS:
+                for ctx in ex.get(field, []):
+                    if ctx.get("passage_id") not in passages:
+                        raise DataFormatError(exported, f"set {variant}, record {i}", field,
+                                              f"passage {ctx.get('passage_id')!r} is not in this checkout's pool "
+                                              "(run `dvc repro training_data` on the study profile first)")
+                    ctx["text"] = passages[ctx["passage_id"]]["text"]
+        out[set_file(variant)] = json.dumps(records, ensure_ascii=False).encode("utf-8")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------------ pack
+def pack(out: Path, sets: Path | None = None) -> None:
+    """Everything the sweep reads, from the study clone in the working directory, compressed into ``out``; with
+    ``sets`` (an :func:`export_sets` file), the synthetic sets come from it instead of stage 04's outputs."""
+    import io
+
     import faiss
     import safetensors.torch
     import torch
@@ -64,9 +134,11 @@ def pack(out: Path) -> None:
     from ecqg.pipeline.located import moved_pairs
 
     params = config.load("params.yaml")
-    missing = [f for f in DATA_FILES if not Path(f).exists()]
+    rebuilt = rebuilt_sets(sets) if sets else {}
+    missing = [f for f in DATA_FILES if f not in rebuilt and not Path(f).exists()]
     if missing:
-        raise SystemExit(f"{Path.cwd()}: {', '.join(missing)} missing; run the study's stages up to 04_mixing first")
+        raise SystemExit(f"{Path.cwd()}: {', '.join(missing)} missing; run the study's stages up to 04_mixing first"
+                         + ("" if sets else " (or `dvc repro training_data` and pack --sets with an exported file)"))
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile("params.yaml", out / "params.yaml")
     probe, dropped = moved_pairs(params, params["dpr"]["finetune"]["curve_probe_passages"])
@@ -74,7 +146,12 @@ def pack(out: Path) -> None:
                                                 "pairs": probe, "left_out": dropped}), encoding="utf-8")
     with tarfile.open(out / "data.tar.xz", "w:xz") as tar:
         for name in DATA_FILES:
-            tar.add(name)
+            if name in rebuilt:
+                info = tarfile.TarInfo(name)
+                info.size, info.mtime = len(rebuilt[name]), int(time.time())
+                tar.addfile(info, io.BytesIO(rebuilt[name]))
+            else:
+                tar.add(name)
 
     base = Path(resolve_model(params["dpr"]["base_model"]))
     weights = safetensors.torch.load_file(str(base / "model.safetensors"))
@@ -438,6 +515,10 @@ def main(argv: list[str] | None = None) -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("pack", help="collect the study's inputs (run in the study clone)")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--sets", type=Path, help="the synthetic sets from an export-sets file, not from stage 04")
+    e = sub.add_parser("export-sets", help="the study's synthetic sets without passage texts (run in the study "
+                                           "clone after stage 04)")
+    e.add_argument("--out", type=Path, required=True)
     r = sub.add_parser("run", help="run the sweep (on the GPU machine)")
     r.add_argument("--pack", type=Path, required=True)
     r.add_argument("--workdir", type=Path, required=True)
@@ -457,7 +538,9 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("sweep", type=Path, nargs="+")
     args = parser.parse_args(argv)
     if args.command == "pack":
-        pack(args.out.resolve())
+        pack(args.out.resolve(), args.sets.resolve() if args.sets else None)
+    elif args.command == "export-sets":
+        export_sets(args.out.resolve())
     elif args.command == "run":
         run(args.pack.resolve(), args.workdir.resolve(), args.out.resolve(), args.workers, args.budget_s,
             args.encode_batch, args.sets, args.poly, args.only)

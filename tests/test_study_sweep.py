@@ -70,3 +70,47 @@ def test_merged_sweeps_keep_the_first_copy_and_refuse_another_study():
     assert both == {"x-1": {"from": "a"}, "y-1": {"from": "b"}}
     with pytest.raises(ValueError, match="differ in seeds"):
         study_sweep.merged([a, {**b, "seeds": [2]}])
+
+
+def _pool(root: Path, passages: dict[str, str]) -> None:
+    data = root / "outputs" / "data"
+    data.mkdir(parents=True)
+    rows = [{"id": pid, "title": f"T {pid}", "text": text, "source": "bundle"} for pid, text in passages.items()]
+    (data / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:2]), encoding="utf-8")
+    (data / "pool_extra.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[2:]), encoding="utf-8")
+
+
+def _example(qid: str, positive: str, negative: str, texts: dict[str, str]) -> dict:
+    ctx = lambda pid: {"title": f"T {pid}", "text": texts[pid], "passage_id": pid}  # noqa: E731
+    return {"id": qid, "question": f"question {qid}?", "answers": ["a"], "positive_ctxs": [{**ctx(positive),
+            "score": 3.5}], "negative_ctxs": [], "hard_negative_ctxs": [ctx(negative)], "generator": "uncon"}
+
+
+def test_exported_sets_drop_the_texts_and_rebuild_exactly(tmp_path, monkeypatch):
+    texts = {"p1": "first passage", "p2": "second passage", "p3": "an extra pool passage"}
+    _pool(tmp_path, texts)
+    sets = {"uncon": [_example("u1", "p1", "p3", texts)], "mixed": [_example("m1", "p3", "p2", texts),
+                                                                    _example("m2", "p2", "p1", texts)]}
+    (tmp_path / "outputs" / "synthetic").mkdir()
+    for variant, records in sets.items():
+        (tmp_path / "outputs" / "synthetic" / f"{variant}.json").write_text(json.dumps(records), encoding="utf-8")
+    (tmp_path / "params.yaml").write_text((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    monkeypatch.chdir(tmp_path)
+
+    study_sweep.export_sets(tmp_path / "sets.json.gz")
+    exported = json.loads(gzip.decompress((tmp_path / "sets.json.gz").read_bytes()))
+    assert "first passage" not in json.dumps(exported)            # texts dropped, titles and ids kept
+    assert exported["sets"]["mixed"][0]["positive_ctxs"][0] == {"title": "T p3", "passage_id": "p3", "score": 3.5}
+    rebuilt = study_sweep.rebuilt_sets(tmp_path / "sets.json.gz")
+    assert {k: json.loads(v) for k, v in rebuilt.items()} == {f"outputs/synthetic/{v}.json": r for v, r in
+                                                                sets.items()}
+
+    # a passage whose text differs from the pool's cannot be dropped; one missing from the pool cannot be rebuilt
+    sets["uncon"][0]["hard_negative_ctxs"][0]["text"] = "edited"
+    (tmp_path / "outputs" / "synthetic" / "uncon.json").write_text(json.dumps(sets["uncon"]), encoding="utf-8")
+    with pytest.raises(SystemExit, match="uncon.json: record 0, hard_negative_ctxs: passage 'p3'"):
+        study_sweep.export_sets(tmp_path / "other.json.gz")
+    assert not (tmp_path / "other.json.gz").exists()
+    (tmp_path / "outputs" / "data" / "pool_extra.jsonl").write_text("", encoding="utf-8")
+    with pytest.raises(Exception, match="set uncon, record 0.*passage 'p3' is not in this checkout's pool"):
+        study_sweep.rebuilt_sets(tmp_path / "sets.json.gz")
