@@ -498,6 +498,98 @@ def summarize(paths_: list[Path]) -> None:
             print(pd.DataFrame(curve_rows).to_string(index=False))
 
 
+def slice_figures(sweep: dict, masks: dict[str, dict]) -> dict:
+    """The slices' tables from a (merged) sweep and ``{slice kind: {bucket: question mask}}`` over its NQ questions:
+    ``accuracy`` (Top-k per bucket and system, seed-means), ``paired`` (differences per bucket at the seeds two
+    systems share, paired bootstrap), ``psi`` (the position slices' PSI per system and PSI differences) and
+    ``curve`` (Top-k per position bucket and PSI at each snapshot of the first seed)."""
+    import numpy as np
+    import pandas as pd
+
+    from ecqg import evaluation, mechanism
+
+    jobs, seeds, ks = sweep["jobs"], sweep["seeds"], (1, 5, 20)
+    seeded = {v: {s: jobs[f"{v}-{s}"] for s in seeds if f"{v}-{s}" in jobs} for v in (*VARIANTS, *POLY_VARIANTS)}
+    seeded.update({f"{v}-pre": {seeds[0]: jobs[f"{v}-pre"]} for v in (*PRETRAINED, "poly_mixed")
+                   if f"{v}-pre" in jobs})
+    seeded = {v: runs for v, runs in seeded.items() if runs}
+    compared = [("uncon", "baseline"), ("mixed", "baseline"), ("mixed", "uncon"), ("mixed-pre", "uncon-pre")]
+
+    def at_k(system: str, k: int, only: set | None = None) -> np.ndarray:
+        """Per question, the share of the system's seeds (``only`` those) with a hit in the top k."""
+        runs = [j for s, j in seeded[system].items() if only is None or s in only]
+        return np.stack([evaluation.hits_at_k(as_hits(j["ranks"]["nq"]), [k])[:, 0] for j in runs]).mean(axis=0)
+
+    rows, paired, psi_rows = [], [], []
+    for kind, kind_masks in masks.items():
+        for system in seeded:
+            rows += [{"slice": kind, "bucket": b, "system": system, "seeds": len(seeded[system]),
+                      **{f"top{k}": round(100 * float(at_k(system, k)[m].mean()), 1) for k in ks}}
+                     for b, m in kind_masks.items()]
+        for a, b in compared:
+            if a not in seeded or b not in seeded:
+                continue
+            common = set(seeded[a]) & set(seeded[b])
+            for k in ks:
+                va, vb = at_k(a, k, common), at_k(b, k, common)
+                for bucket, m in kind_masks.items():
+                    res = evaluation.paired_bootstrap(va[m], vb[m], 1)
+                    paired.append({"slice": kind, "bucket": bucket, "pair": f"{a} - {b}", "k": k,
+                                   "seeds": len(common), "difference": round(100 * res["difference"], 1),
+                                   "ci": [round(100 * res["ci_low"], 1), round(100 * res["ci_high"], 1)],
+                                   "p_value": round(res["p_value"], 4)})
+                if kind == "position":
+                    frame = mechanism.position_sensitivity({a: va, b: vb}, kind_masks, [(a, b)])
+                    psi_rows += [{"k": k, "seeds": len(common), **r} for r in frame.to_dict("records")]
+    curve_rows = []
+    for v in (*VARIANTS, *POLY_VARIANTS):
+        j = jobs.get(f"{v}-{seeds[0]}")
+        for step, entry in sorted((j or {}).get("curve", {}).items(), key=lambda kv: int(kv[0])):
+            row = {"system": v, "step": int(step)}
+            for k in ks:
+                vals = evaluation.hits_at_k(as_hits(entry["nq"]), [k])[:, 0].astype(float)
+                by_bucket = {b: float(vals[m].mean()) for b, m in masks["position"].items()}
+                row.update({f"nq@{k} {b}": round(100 * a, 1) for b, a in by_bucket.items()})
+                row[f"psi@{k}"] = round(float(mechanism.psi(list(by_bucket.values()))), 3)
+            curve_rows.append(row)
+    return {"accuracy": pd.DataFrame(rows), "paired": pd.DataFrame(paired), "psi": pd.DataFrame(psi_rows),
+            "curve": pd.DataFrame(curve_rows)}
+
+
+def slices(paths_: list[Path], entity_model: bool) -> dict:
+    """Notebook 07's answer-position slices for the sweep's models (run in a checkout with the study profile's
+    ``outputs/data``: the NQ questions, their gold passages and spaCy's sentences), printed and returned
+    (:func:`slice_figures`). With ``entity_model``, also the least- / most-attended answer-entity thirds, ranked by
+    the attention of *this checkout's* ``dpr_baseline_s<first seed>`` (the DVC study's CPU-trained model: the
+    sweep's own models stay on the GPU machine)."""
+    import pandas as pd
+
+    from ecqg import config, mechanism
+    from ecqg.pipeline import mechanism as mp
+
+    params = config.load("params.yaml")
+    sweep = merged([read_sweep(p) for p in paths_])
+    if params["profile"] != sweep["profile"]:
+        raise SystemExit(f"params.yaml is the {params['profile']!r} profile; the sweep ran {sweep['profile']!r}")
+    questions = mp.nq_questions(params)
+    if [str(q["id"]) for q in questions] != [str(i) for i in sweep["question_ids"]["nq"]]:
+        raise SystemExit("this checkout's NQ questions are not the ones the sweep scored (another profile or data)")
+    passages = mp.gold_passage_records(questions)
+    locations, analyses = mp.locate(questions, passages)
+    masks = {"position": mechanism.bucket_masks(locations)}
+    if entity_model:
+        ranks = mp.entity_attention(params, locations, analyses, passages, questions, progress=False)
+        masks["entity"] = mechanism.bucket_masks(ranks, "third", mechanism.THIRDS)
+    print("questions per slice:", {kind: {k: int(m.sum()) for k, m in ms.items()} for kind, ms in masks.items()},
+          "left out:", {k: v for k, v in locations.status.value_counts().items() if k != "ok"})
+    figures = slice_figures(sweep, masks)
+    with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_rows", 500):
+        for name, frame in figures.items():
+            if len(frame):
+                print(f"--- {name}\n{frame.round(4).to_string(index=False)}")
+    return figures
+
+
 def as_hits(ranks: list[int]):
     """First-hit ranks back to a questions x K_MAX hit matrix (True at the first hit only)."""
     import numpy as np
@@ -536,6 +628,11 @@ def main(argv: list[str] | None = None) -> None:
     j.add_argument("--sets", nargs="+", required=True)
     s = sub.add_parser("summarize", help="tables from sweep.json files (several: one sweep over several calls)")
     s.add_argument("sweep", type=Path, nargs="+")
+    sl = sub.add_parser("slices", help="answer-position (and entity-attention) slices of the sweep's NQ ranks "
+                                       "(run in a checkout with the study profile's outputs/data)")
+    sl.add_argument("sweep", type=Path, nargs="+")
+    sl.add_argument("--entity-model", action="store_true",
+                    help="also the answer-entity attention thirds, by this checkout's DPR of the first seed")
     args = parser.parse_args(argv)
     if args.command == "pack":
         pack(args.out.resolve(), args.sets.resolve() if args.sets else None)
@@ -546,6 +643,8 @@ def main(argv: list[str] | None = None) -> None:
             args.encode_batch, args.sets, args.poly, args.only)
     elif args.command == "job":
         job(args.workdir, json.loads(args.job), args.encode_batch, args.sets)
+    elif args.command == "slices":
+        slices(args.sweep, args.entity_model)
     else:
         summarize(args.sweep)
 

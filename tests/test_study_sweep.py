@@ -114,3 +114,64 @@ def test_exported_sets_drop_the_texts_and_rebuild_exactly(tmp_path, monkeypatch)
     (tmp_path / "outputs" / "data" / "pool_extra.jsonl").write_text("", encoding="utf-8")
     with pytest.raises(Exception, match="set uncon, record 0.*passage 'p3' is not in this checkout's pool"):
         study_sweep.rebuilt_sets(tmp_path / "sets.json.gz")
+
+
+def _slices_checkout(root: Path, profile: str) -> None:
+    """Six NQ questions whose answers sit in sentence 1, 2 or 3 of their gold passage (two each)."""
+    texts = ["Paris is big. It has a river. The tower is tall.", "Rome is old. The pope lives there. It has hills.",
+             "Oslo is cold. Boats sail there. Trolls are a myth."]
+    answers = [["Paris"], ["pope"], ["Trolls"], ["Rome"], ["Boats"], ["tower"]]
+    data = root / "outputs" / "data"
+    (data / "questions").mkdir(parents=True)
+    corpus = [{"id": f"g{i}", "title": "t", "text": texts[i], "source": "bundle"} for i in range(3)]
+    (data / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in corpus), encoding="utf-8")
+    gold = ["g0", "g1", "g2", "g1", "g2", "g0"]
+    rows = [{"id": f"q{i}", "question": f"question {i}?", "answers": a, "gold_ids": [g]}
+            for i, (a, g) in enumerate(zip(answers, gold))]
+    (data / "questions" / "nq.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    params = (Path(__file__).resolve().parents[1] / "params.yaml").read_text()
+    (root / "params.yaml").write_text(params.replace("profile: mini", f"profile: {profile}", 1))
+
+
+def _sweep(question_ids: list[str], ranks: dict[str, list[int]], profile: str = "mini") -> dict:
+    jobs = {name: {"name": name, "phase": "finetune", "variant": name.split("-")[0], "curve": {},
+                   "ranks": {"nq": r}} for name, r in ranks.items()}
+    return {"profile": profile, "seeds": [2023], "sets": ["nq"], "question_ids": {"nq": question_ids},
+            "jobs": jobs}
+
+
+def test_slices_split_the_sweep_ranks_by_answer_sentence_and_pair_them(tmp_path, monkeypatch):
+    _slices_checkout(tmp_path, "mini")
+    monkeypatch.chdir(tmp_path)
+    ids = [f"q{i}" for i in range(6)]
+    # answers in sentence 1, 2, 3, 1, 2, 3 of their gold passages (spaCy's sentences)
+    ranks = {"baseline-2023": [1, 1, 0, 1, 1, 0], "mixed-2023": [1, 1, 1, 1, 1, 3]}
+    (tmp_path / "sweep.json").write_text(json.dumps(_sweep(ids, ranks)), encoding="utf-8")
+    figures = study_sweep.slices([tmp_path / "sweep.json"], entity_model=False)
+    acc = figures["accuracy"].set_index(["bucket", "system"])
+    assert list(acc.loc["sentence 3+"].top1) == [0.0, 50.0] and list(acc.loc["sentence 3+"].top5) == [0.0, 100.0]
+    assert acc.loc[("sentence 1", "mixed"), "top1"] == 100.0 and set(acc.seeds) == {1}
+    late = figures["paired"].set_index(["bucket", "k"]).loc[("sentence 3+", 5)]
+    assert late.pair == "mixed - baseline" and late.difference == 100.0 and late.seeds == 1
+    psi = figures["psi"]
+    assert psi[(psi.kind == "system") & (psi.k == 1)].set_index("system").psi.to_dict() == {"mixed": 0.5,
+                                                                                             "baseline": 1.0}
+
+    (tmp_path / "sweep.json").write_text(json.dumps(_sweep(ids[::-1], ranks)), encoding="utf-8")
+    with pytest.raises(SystemExit, match="not the ones the sweep scored"):
+        study_sweep.slices([tmp_path / "sweep.json"], entity_model=False)
+    (tmp_path / "sweep.json").write_text(json.dumps(_sweep(ids, ranks, profile="study")), encoding="utf-8")
+    with pytest.raises(SystemExit, match="the sweep ran 'study'"):
+        study_sweep.slices([tmp_path / "sweep.json"], entity_model=False)
+
+
+def test_slice_figures_follow_the_first_seed_curve():
+    masks = {"position": {"sentence 1": np.array([True, False]), "sentence 2": np.array([False, True])}}
+    job = {"phase": "finetune", "variant": "baseline", "ranks": {"nq": [1, 2]},
+           "curve": {"25": {"nq": [1, 0]}, "180": {"nq": [2, 1]}}}
+    figures = study_sweep.slice_figures({"seeds": [2022], "jobs": {"baseline-2022": job}}, masks)
+    curve = figures["curve"].set_index("step")
+    assert list(curve.index) == [25, 180]
+    assert curve.loc[25, "nq@1 sentence 1"] == 100.0 and curve.loc[25, "psi@1"] == 1.0
+    assert curve.loc[180, "psi@1"] == 1.0 and curve.loc[180, "psi@5"] == 0.0
+    assert figures["paired"].empty                      # nothing to pair with DPR alone
