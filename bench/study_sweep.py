@@ -58,9 +58,9 @@ K_MAX = 20                                          # Table 3's largest k: first
 RESULT = "sweep.json"
 
 
-# ------------------------------------------------------------------------------------------------------------ pack
 # ----------------------------------------------------------------------------------------------- synthetic sets
 def set_file(variant: str) -> str:
+    """Stage 04's output path of a synthetic set (as in the pack)."""
     return f"outputs/synthetic/{variant}.json"
 
 
