@@ -417,6 +417,35 @@ def merged(sweeps: list[dict]) -> dict:
     return {**first, "jobs": jobs}
 
 
+COMPARED = (("uncon", "baseline"), ("mixed", "baseline"), ("mixed", "uncon"), ("uncon-pre", "baseline"),
+            ("mixed-pre", "uncon-pre"), ("poly_baseline", "baseline"), ("poly_mixed", "poly_baseline"),
+            ("poly_mixed", "mixed"))                 # Table 3's paired differences, A - B
+
+
+def seeded_runs(sweep: dict) -> dict[str, dict[int, dict]]:
+    """system -> {seed: job}, in Table 3's order: each fine-tuned variant at the seeds it ran, then each
+    ``<variant>-pre`` (its one pre-training job, filed under the first seed); systems without a job left out."""
+    jobs, seeds = sweep["jobs"], sweep["seeds"]
+    runs = {v: {s: jobs[f"{v}-{s}"] for s in seeds if f"{v}-{s}" in jobs} for v in (*VARIANTS, *POLY_VARIANTS)}
+    runs.update({f"{v}-pre": {seeds[0]: jobs[f"{v}-pre"]} for v in (*PRETRAINED, "poly_mixed")
+                 if f"{v}-pre" in jobs})
+    return {system: by_seed for system, by_seed in runs.items() if by_seed}
+
+
+def compared_pairs(runs: dict[str, dict[int, dict]]) -> list[tuple[str, str, set]]:
+    """``COMPARED``'s pairs that both ran, each with the seeds both have (a pair is compared at those only)."""
+    pairs = [(a, b, set(runs[a]) & set(runs[b])) for a, b in COMPARED if a in runs and b in runs]
+    return [(a, b, common) for a, b, common in pairs if common]
+
+
+def seed_stack(by_seed: dict[int, dict], name: str, only: set | None = None):
+    """questions x seeds x K_MAX hit matrix of one system on test set ``name`` (``only`` those seeds; first hits
+    only, enough for Top-k at every k <= K_MAX)."""
+    import numpy as np
+
+    return np.stack([as_hits(j["ranks"][name]) for s, j in by_seed.items() if only is None or s in only], axis=1)
+
+
 def summarize(paths_: list[Path]) -> None:
     """Table 3 from the sweep's ranks: each variant's seed-mean Top-1/5/20 per test set with the seed spread, and the
     paired differences (seed-mean per question, paired bootstrap) of UnCon / Mixed against DPR and Mixed against
@@ -438,40 +467,20 @@ def summarize(paths_: list[Path]) -> None:
         print(f"  {name:14s} train {j['train_s']:6.1f} s  median {j['examples_per_s_median'] or 0:7.1f} ex/s  "
               f"steps {s.get('steps')}  kept {s.get('selected_step', '-')}")
     sets, seeds = sweep["sets"], sweep["seeds"]
-    finetuned = {j["variant"] for j in jobs.values() if j["phase"] == "finetune"}
-    systems = [v for v in (*VARIANTS, *POLY_VARIANTS) if v in finetuned]
-    systems += [f"{v}-pre" for v in (*PRETRAINED, "poly_mixed") if f"{v}-pre" in jobs]
-
-    def runs_of(system: str, only: set | None = None) -> dict[int, dict]:
-        """seed -> job of a fine-tuned system, or the one pre-training job of ``<variant>-pre``."""
-        if system.endswith("-pre"):
-            return {seeds[0]: jobs[system]}
-        return {s: jobs[f"{system}-{s}"] for s in seeds if f"{system}-{s}" in jobs and (only is None or s in only)}
-
-    def stack(system: str, name: str, only: set | None = None) -> np.ndarray:
-        """questions x seeds x K_MAX hit matrix (first hits only; enough for Top-k at every k <= K_MAX)."""
-        return np.stack([as_hits(j["ranks"][name]) for j in runs_of(system, only).values()], axis=1)
-
+    runs = seeded_runs(sweep)
     rows, pairs = [], []
-    compared = [("uncon", "baseline"), ("mixed", "baseline"), ("mixed", "uncon"), ("uncon-pre", "baseline"),
-                ("mixed-pre", "uncon-pre"), ("poly_baseline", "baseline"), ("poly_mixed", "poly_baseline"),
-                ("poly_mixed", "mixed")]
     for name in sets:
-        for system in systems:
-            hits = stack(system, name)
+        for system, by_seed in runs.items():
+            hits = seed_stack(by_seed, name)
             acc = evaluation.seed_hits_at_k(hits, (1, 5, 20)).mean(axis=0) * 100   # seeds x k
             rows.append({"set": name, "system": system, "seeds": hits.shape[1],
                          **{f"top{k}": round(float(acc[:, i].mean()), 1) for i, k in enumerate((1, 5, 20))},
                          **{f"top{k}_seeds": [round(float(a), 1) for a in acc[:, i]]
                             for i, k in enumerate((1, 5, 20))}})
-        for a, b in compared:
-            if a not in systems or b not in systems:
-                continue
-            common = set(runs_of(a)) & set(runs_of(b))      # paired over the seeds both have
-            if not common:
-                continue
+        for a, b, common in compared_pairs(runs):
             for k in (1, 5, 20):
-                res = evaluation.paired_bootstrap(stack(a, name, common), stack(b, name, common), k)
+                res = evaluation.paired_bootstrap(seed_stack(runs[a], name, common),
+                                                  seed_stack(runs[b], name, common), k)
                 pairs.append({"set": name, "pair": f"{a} - {b}", "k": k, "seeds": len(common),
                               "difference": round(100 * res["difference"], 1),
                               "ci": [round(100 * res["ci_low"], 1), round(100 * res["ci_high"], 1)],
@@ -502,48 +511,35 @@ def slice_figures(sweep: dict, masks: dict[str, dict]) -> dict:
     """The slices' tables from a (merged) sweep and ``{slice kind: {bucket: question mask}}`` over its NQ questions:
     ``accuracy`` (Top-k per bucket and system, seed-means), ``paired`` (differences per bucket at the seeds two
     systems share, paired bootstrap), ``psi`` (the position slices' PSI per system and PSI differences) and
-    ``curve`` (Top-k per position bucket and PSI at each snapshot of the first seed)."""
-    import numpy as np
+    ``curve`` (Top-k per position bucket and PSI at each snapshot of the first seed). The tables are notebook 07's
+    (``evaluation.accuracy_table`` / ``paired_table``, ``pipeline.mechanism.psi_table``, their default resamples)."""
     import pandas as pd
 
     from ecqg import evaluation, mechanism
+    from ecqg.pipeline import mechanism as mp
 
-    jobs, seeds, ks = sweep["jobs"], sweep["seeds"], (1, 5, 20)
-    seeded = {v: {s: jobs[f"{v}-{s}"] for s in seeds if f"{v}-{s}" in jobs} for v in (*VARIANTS, *POLY_VARIANTS)}
-    seeded.update({f"{v}-pre": {seeds[0]: jobs[f"{v}-pre"]} for v in (*PRETRAINED, "poly_mixed")
-                   if f"{v}-pre" in jobs})
-    seeded = {v: runs for v, runs in seeded.items() if runs}
-    compared = [("uncon", "baseline"), ("mixed", "baseline"), ("mixed", "uncon"), ("mixed-pre", "uncon-pre")]
-
-    def at_k(system: str, k: int, only: set | None = None) -> np.ndarray:
-        """Per question, the share of the system's seeds (``only`` those) with a hit in the top k."""
-        runs = [j for s, j in seeded[system].items() if only is None or s in only]
-        return np.stack([evaluation.hits_at_k(as_hits(j["ranks"]["nq"]), [k])[:, 0] for j in runs]).mean(axis=0)
-
+    runs, seeds, ks = seeded_runs(sweep), sweep["seeds"], (1, 5, 20)
+    questions = [{"id": i} for i in sweep["question_ids"]["nq"]]
     rows, paired, psi_rows = [], [], []
     for kind, kind_masks in masks.items():
-        for system in seeded:
-            rows += [{"slice": kind, "bucket": b, "system": system, "seeds": len(seeded[system]),
-                      **{f"top{k}": round(100 * float(at_k(system, k)[m].mean()), 1) for k in ks}}
-                     for b, m in kind_masks.items()]
-        for a, b in compared:
-            if a not in seeded or b not in seeded:
-                continue
-            common = set(seeded[a]) & set(seeded[b])
-            for k in ks:
-                va, vb = at_k(a, k, common), at_k(b, k, common)
-                for bucket, m in kind_masks.items():
-                    res = evaluation.paired_bootstrap(va[m], vb[m], 1)
-                    paired.append({"slice": kind, "bucket": bucket, "pair": f"{a} - {b}", "k": k,
-                                   "seeds": len(common), "difference": round(100 * res["difference"], 1),
-                                   "ci": [round(100 * res["ci_low"], 1), round(100 * res["ci_high"], 1)],
-                                   "p_value": round(res["p_value"], 4)})
-                if kind == "position":
-                    frame = mechanism.position_sensitivity({a: va, b: vb}, kind_masks, [(a, b)])
-                    psi_rows += [{"k": k, "seeds": len(common), **r} for r in frame.to_dict("records")]
+        for system, by_seed in runs.items():
+            table = evaluation.accuracy_table(seed_stack(by_seed, "nq"), questions, ks, masks=kind_masks)
+            for bucket, at in table.groupby("subset", sort=False):
+                rows.append({"slice": kind, "bucket": bucket, "system": system, "seeds": len(by_seed),
+                             **{f"top{k}": round(100 * a, 1) for k, a in zip(at.k, at.accuracy)}})
+        for a, b, common in compared_pairs(runs):
+            stacks = {a: seed_stack(runs[a], "nq", common), b: seed_stack(runs[b], "nq", common)}
+            table = evaluation.paired_table(stacks[a], stacks[b], questions, ks, masks=kind_masks)
+            paired += [{"slice": kind, "bucket": r.subset, "pair": f"{a} - {b}", "k": r.k, "seeds": len(common),
+                        "difference": round(100 * r.difference, 1),
+                        "ci": [round(100 * r.ci_low, 1), round(100 * r.ci_high, 1)], "p_value": round(r.p_value, 4)}
+                       for r in table.itertuples()]
+            if kind == "position":
+                frame = mp.psi_table(stacks, kind_masks, ks, [(a, b)], n_boot=2000, seed=0, confidence=0.95)
+                psi_rows += [{"k": r.pop("k"), "seeds": len(common), **r} for r in frame.to_dict("records")]
     curve_rows = []
     for v in (*VARIANTS, *POLY_VARIANTS):
-        j = jobs.get(f"{v}-{seeds[0]}")
+        j = sweep["jobs"].get(f"{v}-{seeds[0]}")
         for step, entry in sorted((j or {}).get("curve", {}).items(), key=lambda kv: int(kv[0])):
             row = {"system": v, "step": int(step)}
             for k in ks:

@@ -169,7 +169,8 @@ def test_slice_figures_follow_the_first_seed_curve():
     masks = {"position": {"sentence 1": np.array([True, False]), "sentence 2": np.array([False, True])}}
     job = {"phase": "finetune", "variant": "baseline", "ranks": {"nq": [1, 2]},
            "curve": {"25": {"nq": [1, 0]}, "180": {"nq": [2, 1]}}}
-    figures = study_sweep.slice_figures({"seeds": [2022], "jobs": {"baseline-2022": job}}, masks)
+    figures = study_sweep.slice_figures({"seeds": [2022], "question_ids": {"nq": ["q1", "q2"]},
+                                          "jobs": {"baseline-2022": job}}, masks)
     curve = figures["curve"].set_index("step")
     assert list(curve.index) == [25, 180]
     assert curve.loc[25, "nq@1 sentence 1"] == 100.0 and curve.loc[25, "psi@1"] == 1.0
