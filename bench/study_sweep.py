@@ -70,7 +70,7 @@ def export_sets(out: Path) -> None:
     Stages 01-04 take about three hours of 2 CPU cores; everything else the sweep reads comes from the data bundle
     in minutes (``dvc repro training_data``). With this file committed, a checkout that never ran 01-04 can still
     pack the sweep (``pack --sets``). Every context's text is checked against the pool before it is dropped, so the
-    rebuild is exact; titles, ids, scores and answers stay."""
+    rebuild is exact (byte for byte); titles, ids, scores and answers stay."""
     from ecqg import config
     from ecqg.io import read_json, write_text
     from ecqg.pipeline.common import passages_by_id
@@ -87,7 +87,7 @@ def export_sets(out: Path) -> None:
                     if pid not in passages or passages[pid]["text"] != ctx.get("text"):
                         raise SystemExit(f"{set_file(variant)}: record {i}, {field}: passage {pid!r} is not the "
                                          "pool's passage of that id; cannot drop its text")
-                    del ctx["text"]
+                    ctx["text"] = None          # kept as a key, so the rebuild keeps the field order
         sets[variant] = records
     write_text(out, json.dumps({"profile": params["profile"], "seed": params["seed"], "sets": sets},
                                ensure_ascii=False, separators=(",", ":")))
@@ -96,7 +96,11 @@ def export_sets(out: Path) -> None:
 
 
 def rebuilt_sets(exported: Path) -> dict[str, bytes]:
-    """``{path in the pack: DPR retriever json}`` of an :func:`export_sets` file, texts put back from the pool."""
+    """``{path in the pack: DPR retriever json}`` of an :func:`export_sets` file, texts put back from the pool and
+    written by stage 04's writer, so that the files are stage 04's byte for byte."""
+    import tempfile
+
+    from ecqg.data.dpr import write_dpr_retriever_json
     from ecqg.errors import DataFormatError
     from ecqg.io import read_json
     from ecqg.pipeline.common import passages_by_id
@@ -115,7 +119,9 @@ def rebuilt_sets(exported: Path) -> dict[str, bytes]:
                                               f"passage {ctx.get('passage_id')!r} is not in this checkout's pool "
                                               "(run `dvc repro training_data` on the study profile first)")
                     ctx["text"] = passages[ctx["passage_id"]]["text"]
-        out[set_file(variant)] = json.dumps(records, ensure_ascii=False).encode("utf-8")
+        with tempfile.TemporaryDirectory() as tmp:
+            write_dpr_retriever_json(Path(tmp) / "set.json", records)
+            out[set_file(variant)] = (Path(tmp) / "set.json").read_bytes()
     return out
 
 

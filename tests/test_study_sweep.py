@@ -12,6 +12,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import study_sweep  # noqa: E402
 
+from ecqg.data.dpr import write_dpr_retriever_json  # noqa: E402
+
 
 def test_plan_puts_pretraining_first_and_fine_tunings_after_what_they_need():
     jobs = study_sweep.plan([2022, 2023], poly=True)
@@ -93,17 +95,18 @@ def test_exported_sets_drop_the_texts_and_rebuild_exactly(tmp_path, monkeypatch)
                                                                     _example("m2", "p2", "p1", texts)]}
     (tmp_path / "outputs" / "synthetic").mkdir()
     for variant, records in sets.items():
-        (tmp_path / "outputs" / "synthetic" / f"{variant}.json").write_text(json.dumps(records), encoding="utf-8")
+        write_dpr_retriever_json(tmp_path / "outputs" / "synthetic" / f"{variant}.json", records)   # as stage 04
     (tmp_path / "params.yaml").write_text((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     monkeypatch.chdir(tmp_path)
 
     study_sweep.export_sets(tmp_path / "sets.json.gz")
     exported = json.loads(gzip.decompress((tmp_path / "sets.json.gz").read_bytes()))
     assert "first passage" not in json.dumps(exported)            # texts dropped, titles and ids kept
-    assert exported["sets"]["mixed"][0]["positive_ctxs"][0] == {"title": "T p3", "passage_id": "p3", "score": 3.5}
+    assert exported["sets"]["mixed"][0]["positive_ctxs"][0] == {"title": "T p3", "text": None, "passage_id": "p3",
+                                                                 "score": 3.5}
     rebuilt = study_sweep.rebuilt_sets(tmp_path / "sets.json.gz")
-    assert {k: json.loads(v) for k, v in rebuilt.items()} == {f"outputs/synthetic/{v}.json": r for v, r in
-                                                                sets.items()}
+    assert rebuilt == {f"outputs/synthetic/{v}.json": (tmp_path / "outputs" / "synthetic" / f"{v}.json").read_bytes()
+                       for v in sets}                              # byte for byte
 
     # a passage whose text differs from the pool's cannot be dropped; one missing from the pool cannot be rebuilt
     sets["uncon"][0]["hard_negative_ctxs"][0]["text"] = "edited"
