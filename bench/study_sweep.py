@@ -7,7 +7,8 @@ histories, held-out validation, each test question's first-hit rank, and for the
 moved-sentence gaps). The DVC study on the CPU remains the pipeline's own result; this is the same recipe on
 another device: on one H200 a fine-tuning took 6-8 min with twelve sharing the GPU, against about 1.7 h on 2 CPU
 cores, and the whole plan (14 jobs) needs more than one 10-minute call: finish a cut run with ``--only`` and
-summarize the calls' files together.
+summarize the calls' files together. Each call records the md5 of the data it trained on (``digests`` prints a
+checkout's); calls that trained on different data are not summarized together.
 
 Three commands::
 
@@ -62,6 +63,21 @@ RESULT = "sweep.json"
 def set_file(variant: str) -> str:
     """Stage 04's output path of a synthetic set (as in the pack)."""
     return f"outputs/synthetic/{variant}.json"
+
+
+def input_digests(root: Path) -> dict[str, str]:
+    """md5 of each of the sweep's data files under ``root`` (a folder: of its files' names and bytes, sorted), so
+    that calls whose sweeps are summarized together can be checked to have trained on the same data."""
+    import hashlib
+
+    digests = {}
+    for name in DATA_FILES:
+        path, md5 = root / name, hashlib.md5()
+        for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
+            if file.is_file():
+                md5.update(file.relative_to(root).as_posix().encode() + b"\0" + file.read_bytes())
+        digests[name] = md5.hexdigest()
+    return digests
 
 
 def export_sets(out: Path) -> None:
@@ -245,7 +261,7 @@ def run(pack_dir: Path, workdir: Path, out: Path, workers: int, budget_s: float,
              "torch": torch.__version__, "host_cpus": os.cpu_count(), "workers": workers,
              "encode_batch": encode_batch, "sets": sets, "profile": params["profile"], "seeds": seeds,
              "date": time.strftime("%Y-%m-%d"), "k_max": K_MAX, "unpack_s": round(time.monotonic() - start, 1),
-             "jobs": {}, "skipped": [], "failed": {}}
+             "inputs": input_digests(workdir), "jobs": {}, "skipped": [], "failed": {}}
     pending, running, longest, logged = plan(seeds, poly), {}, {}, time.monotonic()
     if only:
         pending = select_jobs(pending, only)
@@ -419,7 +435,15 @@ def merged(sweeps: list[dict]) -> dict:
         for key in ("question_ids", "seeds", "sets", "profile"):
             if other.get(key) != first.get(key):
                 raise ValueError(f"the sweeps differ in {key}: they are not one study's")
+        if first.get("inputs") and other.get("inputs"):
+            differ = [f for f in DATA_FILES if first["inputs"].get(f) != other["inputs"].get(f)]
+            if differ:
+                raise ValueError(f"the sweeps trained on different data ({', '.join(differ)}): not one study's")
         jobs.update({name: job for name, job in other["jobs"].items() if name not in jobs})
+    unchecked = [i for i, sweep in enumerate(sweeps) if not sweep.get("inputs")]
+    if len(sweeps) > 1 and unchecked:
+        print(f"note: sweep file(s) {', '.join(str(i + 1) for i in unchecked)} of {len(sweeps)} record no input "
+              "digests (written before they were kept): that every call trained on the same data is not checked")
     return {**first, "jobs": jobs}
 
 
@@ -628,6 +652,8 @@ def main(argv: list[str] | None = None) -> None:
     j.add_argument("--job", required=True)
     j.add_argument("--encode-batch", type=int, required=True)
     j.add_argument("--sets", nargs="+", required=True)
+    sub.add_parser("digests", help="md5 of the sweep's data files in this checkout, as a sweep records them (run "
+                                   "in the study clone, to compare the DVC study's inputs with a sweep's)")
     s = sub.add_parser("summarize", help="tables from sweep.json files (several: one sweep over several calls)")
     s.add_argument("sweep", type=Path, nargs="+")
     sl = sub.add_parser("slices", help="answer-position (and entity-attention) slices of the sweep's NQ ranks "
@@ -645,6 +671,8 @@ def main(argv: list[str] | None = None) -> None:
             args.encode_batch, args.sets, args.poly, args.only)
     elif args.command == "job":
         job(args.workdir, json.loads(args.job), args.encode_batch, args.sets)
+    elif args.command == "digests":
+        print(json.dumps(input_digests(Path.cwd()), indent=1))
     elif args.command == "slices":
         slices(args.sweep, args.entity_model)
     else:

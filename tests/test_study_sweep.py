@@ -74,6 +74,27 @@ def test_merged_sweeps_keep_the_first_copy_and_refuse_another_study():
         study_sweep.merged([a, {**b, "seeds": [2]}])
 
 
+def test_sweeps_that_trained_on_other_data_are_not_merged(tmp_path, capsys):
+    for name in study_sweep.DATA_FILES:              # outputs/data/questions is a folder, the rest are files
+        path = tmp_path / name / "nq.jsonl" if name.endswith("questions") else tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{name}\n", encoding="utf-8")
+    before = study_sweep.input_digests(tmp_path)
+    (tmp_path / "outputs" / "data" / "questions" / "wq.jsonl").write_text("more\n", encoding="utf-8")
+    (tmp_path / "outputs" / "synthetic" / "mixed.json").write_text("other\n", encoding="utf-8")
+    after = study_sweep.input_digests(tmp_path)
+    assert [f for f in before if before[f] != after[f]] == ["outputs/data/questions", "outputs/synthetic/mixed.json"]
+
+    a = {"question_ids": {"nq": ["1"]}, "seeds": [1], "sets": ["nq"], "profile": "study", "inputs": before,
+         "jobs": {"x-1": {}}}
+    with pytest.raises(ValueError, match="different data .outputs/data/questions, outputs/synthetic/mixed.json"):
+        study_sweep.merged([a, {**a, "inputs": after}])
+    assert study_sweep.merged([a, {**a, "inputs": before}])["jobs"] == {"x-1": {}}
+    assert "note" not in capsys.readouterr().out
+    study_sweep.merged([{**a, "inputs": None}, a])   # a sweep from before the digests: merged, and said so
+    assert "sweep file(s) 1 of 2 record no input digests" in capsys.readouterr().out
+
+
 def _pool(root: Path, passages: dict[str, str]) -> None:
     data = root / "outputs" / "data"
     data.mkdir(parents=True)
