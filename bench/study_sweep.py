@@ -7,7 +7,7 @@ histories, held-out validation, each test question's first-hit rank, and for the
 moved-sentence gaps). The DVC study on the CPU remains the pipeline's own result; this is the same recipe on
 another device: on one H200 a fine-tuning took 6-8 min with twelve sharing the GPU, against about 1.7 h on 2 CPU
 cores, and the whole plan (14 jobs) needs more than one 10-minute call: finish a cut run with ``--only`` and
-summarize the calls' files together. Each call records the md5 of the data it trained on (``digests`` prints a
+summarize the calls' files together. Each call records the SHA-256 of the data it trained on (``digests`` prints a
 checkout's); calls that trained on different data are not summarized together.
 
 Three commands::
@@ -66,17 +66,21 @@ def set_file(variant: str) -> str:
 
 
 def input_digests(root: Path) -> dict[str, str]:
-    """md5 of each of the sweep's data files under ``root`` (a folder: of its files' names and bytes, sorted), so
-    that calls whose sweeps are summarized together can be checked to have trained on the same data."""
+    """SHA-256 of each of the sweep's data files under ``root`` (a folder: of its files' names and digests, sorted),
+    so that calls whose sweeps are summarized together can be checked to have trained on the same data."""
     import hashlib
+
+    from ecqg.stages.input_digest import digest
 
     digests = {}
     for name in DATA_FILES:
-        path, md5 = root / name, hashlib.md5()
-        for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
-            if file.is_file():
-                md5.update(file.relative_to(root).as_posix().encode() + b"\0" + file.read_bytes())
-        digests[name] = md5.hexdigest()
+        path = root / name
+        if not path.is_dir():
+            digests[name] = digest(path)["sha256"]
+            continue
+        listing = "".join(f"{f.relative_to(root).as_posix()}\0{digest(f)['sha256']}\n"
+                          for f in sorted(path.rglob("*")) if f.is_file())
+        digests[name] = hashlib.sha256(listing.encode()).hexdigest()
     return digests
 
 
@@ -652,7 +656,7 @@ def main(argv: list[str] | None = None) -> None:
     j.add_argument("--job", required=True)
     j.add_argument("--encode-batch", type=int, required=True)
     j.add_argument("--sets", nargs="+", required=True)
-    sub.add_parser("digests", help="md5 of the sweep's data files in this checkout, as a sweep records them (run "
+    sub.add_parser("digests", help="SHA-256 of the sweep's data files in this checkout, as a sweep records them (run "
                                    "in the study clone, to compare the DVC study's inputs with a sweep's)")
     s = sub.add_parser("summarize", help="tables from sweep.json files (several: one sweep over several calls)")
     s.add_argument("sweep", type=Path, nargs="+")
