@@ -6,9 +6,10 @@ Why outside DVC: a device machine of this workplace takes at most 64 MiB of file
 histories, held-out validation, each test question's first-hit rank, and for the first seed the curve's ranks and
 moved-sentence gaps). The DVC study on the CPU remains the pipeline's own result; this is the same recipe on
 another device: on one H200 a fine-tuning took 6-8 min with twelve sharing the GPU, against about 1.7 h on 2 CPU
-cores, and the whole plan (14 jobs) needs more than one 10-minute call: finish a cut run with ``--only`` and
-summarize the calls' files together. Each call records the SHA-256 of the data it trained on (``digests`` prints a
-checkout's); calls that trained on different data are not summarized together.
+cores, and the whole plan (14 jobs) needs more than one 10-minute call: finish a cut run with ``--only`` (and
+``--no-curve`` where the DVC study gives the first seed's curve) and summarize the calls' files together. Each call
+records the SHA-256 of the data it trained on (``digests`` prints a checkout's); calls that trained on different data
+are not summarized together.
 
 Three commands::
 
@@ -247,10 +248,12 @@ def select_jobs(jobs: list[dict], only: list[str]) -> list[dict]:
 
 
 def run(pack_dir: Path, workdir: Path, out: Path, workers: int, budget_s: float, encode_batch: int,
-        sets: list[str], poly: bool, only: list[str] | None = None) -> None:
+        sets: list[str], poly: bool, only: list[str] | None = None, curve: bool = True) -> None:
     """Unpack, then run the jobs ``workers`` at a time (MiniLM at batch 32 leaves most of a GPU idle, so several
     trainings share it); start no job that the budget cannot hold (its estimate: the longest finished job of its
-    phase), and write ``out/sweep.json`` after every job so a cut run still returns what finished."""
+    phase), and write ``out/sweep.json`` after every job so a cut run still returns what finished. Without
+    ``curve`` the first seed's fine-tunings skip the curve's test-set searches and probe at each snapshot (about 10%
+    of a job; the snapshots are still validated, so training and model selection are the same)."""
     import torch
 
     start = time.monotonic()
@@ -263,12 +266,15 @@ def run(pack_dir: Path, workdir: Path, out: Path, workers: int, budget_s: float,
     (workdir / "logs").mkdir(exist_ok=True)
     sweep = {"device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
              "torch": torch.__version__, "host_cpus": os.cpu_count(), "workers": workers,
-             "encode_batch": encode_batch, "sets": sets, "profile": params["profile"], "seeds": seeds,
-             "date": time.strftime("%Y-%m-%d"), "k_max": K_MAX, "unpack_s": round(time.monotonic() - start, 1),
+             "encode_batch": encode_batch, "sets": sets, "curve_runs": curve, "profile": params["profile"],
+             "seeds": seeds, "date": time.strftime("%Y-%m-%d"), "k_max": K_MAX,
+             "unpack_s": round(time.monotonic() - start, 1),
              "inputs": input_digests(workdir), "jobs": {}, "skipped": [], "failed": {}}
     pending, running, longest, logged = plan(seeds, poly), {}, {}, time.monotonic()
     if only:
         pending = select_jobs(pending, only)
+    for job_ in pending:
+        job_["curve_runs"] = curve
     threads = max(1, (os.cpu_count() or 2) // workers)
     path = [str(ROOT), str(workdir / "site"), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path),
@@ -353,6 +359,19 @@ def first_hit_ranks(run_path: Path, questions: list[dict], text_of: dict, cache)
     return [int(r) for r in np.where(hits.any(axis=1), hits.argmax(axis=1) + 1, 0)]
 
 
+def job_params(params: dict, spec: dict, workdir: Path, encode_batch: int) -> dict:
+    """The study's parameters as a job on the GPU machine runs them: the unpacked base model, the sweep's encoding
+    batch, checkpoints only at epoch ends, and (``spec["curve_runs"]`` false) no curve runs. None of these changes
+    what is trained or which step is kept: the curve only adds test-set searches to validations that run anyway."""
+    params["dpr"]["base_model"] = str(workdir / "model")
+    params["dpr"]["encode"]["batch_size"] = encode_batch
+    for phase in ("finetune", "pretrain"):
+        params["dpr"][phase]["checkpoint_every"] = None
+    if not spec.get("curve_runs", True):
+        params["dpr"]["finetune"]["curve_runs"] = False
+    return params
+
+
 def job(workdir: Path, spec: dict, encode_batch: int, sets: list[str]) -> None:
     """One pre-training or fine-tuning through ``ecqg.pipeline.dense`` (stage 05's own calls), then its test runs
     (``retrieve_all``) reduced to first-hit ranks; written to ``results/<name>.json``."""
@@ -365,11 +384,7 @@ def job(workdir: Path, spec: dict, encode_batch: int, sets: list[str]) -> None:
     from ecqg.stages import setup_logging
 
     setup_logging()
-    params = config.load("params.yaml")
-    params["dpr"]["base_model"] = str(workdir / "model")
-    params["dpr"]["encode"]["batch_size"] = encode_batch
-    for phase in ("finetune", "pretrain"):
-        params["dpr"][phase]["checkpoint_every"] = None
+    params = job_params(config.load("params.yaml"), spec, workdir, encode_batch)
     probe = json.loads((workdir / "probe.json").read_text(encoding="utf-8"))
 
     def packed_pairs(_params, max_pairs, located_=None):
@@ -651,6 +666,8 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--sets", nargs="+", default=["nq", "wq", "tqa"])
     r.add_argument("--poly", action="store_true", help="also Poly-DPR and Mixed Poly-DPR at the first seed")
     r.add_argument("--only", nargs="+", help="run only these jobs (and the pre-trainings they need)")
+    r.add_argument("--no-curve", dest="curve", action="store_false",
+                   help="the first seed without the curve's test-set runs (when its DVC study gives the curve)")
     j = sub.add_parser("job", help="one training (started by run)")
     j.add_argument("--workdir", type=Path, required=True)
     j.add_argument("--job", required=True)
@@ -672,7 +689,7 @@ def main(argv: list[str] | None = None) -> None:
         export_sets(args.out.resolve())
     elif args.command == "run":
         run(args.pack.resolve(), args.workdir.resolve(), args.out.resolve(), args.workers, args.budget_s,
-            args.encode_batch, args.sets, args.poly, args.only)
+            args.encode_batch, args.sets, args.poly, args.only, args.curve)
     elif args.command == "job":
         job(args.workdir, json.loads(args.job), args.encode_batch, args.sets)
     elif args.command == "digests":

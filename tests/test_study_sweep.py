@@ -35,6 +35,19 @@ def test_select_jobs_adds_the_pretrainings_and_refuses_unknown_names():
         study_sweep.select_jobs(jobs, ["mixed-2030"])
 
 
+def test_no_curve_turns_off_the_curve_runs_and_nothing_that_trains(tmp_path):
+    from ecqg import config
+    from ecqg.pipeline.dense import train_config
+
+    assert config.preset("study")["dpr"]["finetune"]["curve_runs"] is True
+    spec = study_sweep.plan([2022], poly=False)[2]
+    with_curve = study_sweep.job_params(config.preset("study"), {**spec, "curve_runs": True}, tmp_path, 256)
+    without = study_sweep.job_params(config.preset("study"), {**spec, "curve_runs": False}, tmp_path, 256)
+    assert with_curve["dpr"]["finetune"]["curve_runs"] is True and without["dpr"]["finetune"]["curve_runs"] is False
+    assert without["dpr"]["base_model"] == str(tmp_path / "model") and without["dpr"]["encode"]["batch_size"] == 256
+    assert train_config(with_curve, "finetune", 2022) == train_config(without, "finetune", 2022)
+
+
 def test_as_hits_keeps_top_k_of_first_hit_ranks():
     hits = study_sweep.as_hits([0, 1, 5, 20])
     assert hits.shape == (4, study_sweep.K_MAX) and hits.sum() == 3
