@@ -15,7 +15,9 @@ What it reads (each optional except that a missing file is said, not hidden):
 ``encoder_comparison.json``
 (``ecqg.encoder_comparison.metrics_tree``), ``question_generation.json`` / ``filtering.json`` / ``mixing.json``
 (rendered generically: whatever keys they hold), ``mechanism.json`` (``ecqg.pipeline.mechanism.metrics_tree``),
-``dpr_*_training.json`` (the settings table), and every ``stage_*.json`` (``wall_time_s``, ``finished``).
+``dpr_*_training.json`` (the settings and training-runs tables), ``finetune_curve.json`` /
+``mechanism_curve.json`` (Table 3 and the mechanism against fine-tuning length, where the profile records them),
+and every ``stage_*.json`` (``wall_time_s``, ``finished``).
 The paper's orderings are checked in one table from all of them (``ecqg.report.claim``).
 """
 
@@ -30,6 +32,7 @@ from pathlib import Path
 from ecqg import paths
 from ecqg.io import write_text
 from ecqg.report.claim import claim_intro, render_claim
+from ecqg.report.convergence import render_fine_tuning
 from ecqg.report.format import CLAIM_BLOCK, SYNTHETIC_STAGES, load_metrics, missing_note
 from ecqg.report.headline import headline, render_comparison
 from ecqg.report.mechanism import render_mechanism
@@ -61,6 +64,10 @@ def render_results(metrics_dir: str | Path, declared: set[str] | None = None) ->
     claim = render_claim({"table3": table3, "comparison": comparison, "bias": bias, "mechanism": mech})
     if claim:
         parts.append(claim)
+    fine_tuning = render_fine_tuning(metrics_dir, load_metrics(metrics_dir, "finetune_curve.json"),
+                                     load_metrics(metrics_dir, "mechanism_curve.json"))
+    if fine_tuning:
+        parts.append(fine_tuning)
     parts.append(render_mechanism(mech) if mech else "#### Where the method acts\n\n"
                  + missing_note(metrics_dir, "mechanism.json", "mechanism"))
     parts.append(render_attention_bias(bias) if bias else "#### Attention bias\n\n"
