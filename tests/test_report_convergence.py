@@ -41,6 +41,8 @@ def curve_hits():
 def test_training_runs_show_epochs_the_kept_step_and_where_validation_ran(tmp_path):
     for name, run in (("dpr_mixed_s2022", _run("mixed", 2022, epochs_trained=4, selected_step=360,
                                                 select_metric="val_top20", patience=2, val_passages=7183.0)),
+                      ("dpr_mixed_s2023", _run("mixed", 2023, epochs_trained=5, selected_step=720,
+                                                select_metric="val_top20", patience=2, val_passages=7183.0)),
                       ("dpr_baseline_s2023", _run("baseline", 2023, val_pool=370.0)),
                       ("dpr_mixed_pre_s2022", _run("mixed", 2022, "pretrain", val_pool=196.0)),
                       ("dpr_poly_mixed_pre_s2022", {"train_examples": 80, "steps": 2})):   # named by its file
@@ -48,12 +50,16 @@ def test_training_runs_show_epochs_the_kept_step_and_where_validation_ran(tmp_pa
     text = render_training_runs(training_runs(tmp_path))
     rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
     assert [r.split(" | ")[0] for r in rows] == ["| DPR (ours)", "| Mixed, pre-training only (ours)",
-                                                  "| Mixed-DPR (ours)", "| Mixed Poly-DPR, pre-training only (ours)"]
-    assert ("| Mixed-DPR (ours) | 2022 | 5,766 | 4 | 900 | 360 (top20) | 55.2 / 77.8 / 90.6 | corpus, 7,183 passages "
-            "| 65.3 | 9.4 |") in text
-    assert "| DPR (ours) | 2023 | 5,766 | – | 900 | last | 55.2 / 77.8 / 90.6 | pool of 370 |" in text
-    assert "stops after 2 epochs without improvement" in text
-    assert "| Mixed Poly-DPR, pre-training only (ours) | 2022 | 80 | – | 2 | last | – / – / – | – |" in text
+                                                  "| Mixed-DPR (ours)", "| Mixed-DPR (ours)",
+                                                  "| Mixed Poly-DPR, pre-training only (ours)"]
+    # 4 epochs of 225 steps, kept the second: two epochs without a better score, so patience ended it
+    assert ("| Mixed-DPR (ours) | 2022 | 5,766 | 4 | patience | 900 | 360 (top20) | 55.2 / 77.8 / 90.6 | corpus, "
+            "7,183 passages | 65.3 | 9.4 |") in text
+    # 5 epochs of 180 steps, kept the fourth: one epoch without a better score, so the cap ended it
+    assert "| Mixed-DPR (ours) | 2023 | 5,766 | 5 | cap | 900 | 720 (top20) |" in text
+    assert "| DPR (ours) | 2023 | 5,766 | – | – | 900 | last | 55.2 / 77.8 / 90.6 | pool of 370 |" in text
+    assert "stop after 2 epochs without a better score" in text
+    assert "| Mixed Poly-DPR, pre-training only (ours) | 2022 | 80 | – | – | 2 | last | – / – / – | – |" in text
     (tmp_path / "dpr_oops_training.json").write_text("{}")
     with pytest.raises(ValueError, match="dpr_oops_training.json: not a training record's name"):
         training_runs(tmp_path)
@@ -78,6 +84,7 @@ def test_the_curve_table_has_every_snapshot_the_paired_differences_and_the_kept_
     p = f"{d.p_value:.3f}" if d.p_value >= 0.001 else "< .001"
     assert row["25 (kept: Mixed-DPR)"].split(" | ")[3] == (
         f"{100 * d.difference:+.1f} [{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}], p {p}")
+    # the 2023 seed's kept step (180) is not this curve's: its row carries no mark
     assert "180" in row and "WebQuestions:" in text
     assert render_curve({"accuracy": [], "paired": []}) == ""         # a profile without the curve (mini)
 
@@ -99,11 +106,20 @@ def test_the_mechanism_curve_has_psi_the_least_attended_third_and_the_moved_sent
     assert tables[0].splitlines()[0] == "| step | DPR: PSI | Mixed-DPR: PSI | Mixed-DPR: PSI - DPR's |"
     own = psi[(psi.kind == "system") & (psi.system == "dpr_mixed@180") & (psi.k == 1)].psi.iloc[0]
     assert "| 180 (kept: Mixed-DPR) | " in tables[0] and f" | {own:.3f} | " in tables[0]
+    d = psi[(psi.kind == "paired") & (psi.system == "dpr_mixed@25") & (psi.k == 1)].iloc[0]
+    assert f" | {d.psi:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}], p " in tables[0]        # PSI: not in points
     n_least = int(entity["least attended"].sum())
     assert f"Mixed-DPR: least attended, Top-1 - DPR's (n={n_least})" in tables[1]
+    d = entity_paired[(entity_paired.system_a == "dpr_mixed@25") & (entity_paired.subset == "least attended")
+                      & (entity_paired.k == 1)].iloc[0]
+    assert f"| 25 | {100 * d.difference:+.1f} [{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}], p " in tables[1]
     # a difference needs both snapshots: not at 360, where only DPR has one
     assert [row.split(" | ")[0] for row in tables[1].splitlines()[2:]] == ["| 25", "| 180 (kept: Mixed-DPR)"]
     assert "moved-sentence gap" in tables[2] and "gap - DPR's" in tables[2]
+    own = gaps[(gaps.kind == "system") & (gaps.system == "dpr_baseline@360")].gap.iloc[0]
+    d = gaps[(gaps.kind == "paired") & (gaps.system == "dpr_mixed@180")].iloc[0]
+    assert tables[2].splitlines()[-1].startswith(f"| 360 | {own:+.3f} | – |")   # only DPR reached 360
+    assert f"{d.gap:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}], p " in tables[2]
     assert render_mechanism_curve({"psi": [], "entity_paired": [], "moved_sentence": []}) == ""
 
 
@@ -117,5 +133,5 @@ def test_the_results_page_carries_the_section(tmp_path, curve_hits):
                                                        "accuracy": evaluation.table_records(accuracy),
                                                        "paired": evaluation.table_records(paired)}))
     page = report.render_page(d)
-    assert "## Training runs: epochs and the kept step" in page and "**Against fine-tuning length.**" in page
+    assert "## Training runs: epochs and the kept step" in page and "## Table 3 against fine-tuning length" in page
     assert "180 (kept: DPR)" in page and "mechanism against fine-tuning length" not in page

@@ -10,6 +10,7 @@ from pathlib import Path
 from ecqg.encoder_comparison import ENCODER_LABELS, PAPER
 from ecqg.io import read_json
 from ecqg.pipeline.results import DATASET_LABELS, PAPER_TABLE3, SUBSET_LABELS
+from ecqg.report.convergence import training_runs
 from ecqg.report.format import (BASE_ENCODER_NOTE, KS, STAGE_ORDER, TABLE3_ORDER, accuracy_cell, label,
                                  load_metrics, md_table, num, ordered, pval, with_ci)
 
@@ -304,9 +305,9 @@ def render_settings(metrics_dir: Path) -> str:
     qg = load_metrics(metrics_dir, "question_generation.json") or {}
     filtering = load_metrics(metrics_dir, "filtering.json") or {}
     mixing = load_metrics(metrics_dir, "mixing.json") or {}
-    training = {p.stem: read_json(p, dict, "a JSON object") for p in sorted(metrics_dir.glob("dpr_*_training.json"))}
-    baseline = next((v for k, v in training.items() if k.startswith("dpr_baseline_")), {})
-    pre = next((v for k, v in training.items() if k.startswith("dpr_mixed_pre_")), {})
+    runs = training_runs(metrics_dir)
+    baseline = next((r for r in runs if r["variant"] == "baseline" and r["phase"] == "finetune"), {})
+    pre = next((r for r in runs if r["variant"] == "mixed" and r["phase"] == "pretrain"), {})
     rows = []
 
     def add(name, value):
