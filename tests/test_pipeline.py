@@ -308,6 +308,11 @@ def test_smoke_dag_end_to_end(tmp_path):
     smoke = (repo / "results/smoke/README.md").read_text()
     assert smoke.startswith("# Results of the `smoke` profile")
     assert "UnCon-DPR" in smoke and "Where the method acts" in smoke
+    # the fine-tuning section renders the real curve files: every snapshot, the first seed's kept step marked
+    for heading in ("Training runs: epochs and the kept step", "Table 3 against fine-tuning length",
+                    "The mechanism against fine-tuning length"):
+        assert f"\n## {heading}\n" in smoke, heading
+    assert f"| {training['selected_step']} (kept: DPR" in smoke
     # the committed mini results, their page and the README are untouched by a smoke run
     assert (repo / "README.md").read_bytes() == (REPO / "README.md").read_bytes()
     for path in [*(REPO / "results/mini").glob("*.json"), REPO / "results/mini/README.md"]:
