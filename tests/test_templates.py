@@ -80,9 +80,10 @@ def test_statistics_count_questions_blanks_and_cluster_sizes():
 
 
 # ---------------------------------------------------------------------------------------------- the selector
-def test_the_selector_trains_on_passage_template_pairs_and_saves_and_loads(tmp_path):
+def test_the_selector_trains_on_passage_template_pairs_and_saves_and_loads(tmp_path, monkeypatch):
     """A tiny Poly-DPR learns (passage -> template) pairs with the pipeline's own loop; the loaded selector picks
-    what the trained one picks; accuracy counts a pair's own template among the top k."""
+    what the trained one picks; accuracy counts a pair's own template among the top k, measured at the precision the
+    pipeline chooses templates with."""
     import numpy as np
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
@@ -124,3 +125,19 @@ def test_the_selector_trains_on_passage_template_pairs_and_saves_and_loads(tmp_p
     assert measured == {"n": 5, "templates": len(templates.representatives), "top1": round(top1, 4),
                         "top2": round(float(np.mean((chosen == np.array(templates.of_question)[:, None]).any(1))),
                                       4)}
+    # the pipeline measures the selector at the precision it chooses templates with (dpr.encode.autocast)
+    from ecqg.pipeline import tempqg as stage
+
+    used, real_select = [], selector.select
+
+    def spy(*args, **kwargs):
+        used.append(kwargs.get("autocast"))
+        return real_select(*args, **kwargs)
+
+    monkeypatch.setattr(selector, "select", spy)
+    params = {"dpr": {"encode": {"batch_size": 2, "autocast": "bfloat16"}}}
+    quality = stage.selector_accuracy(again, pairs, templates.representatives, params)
+    picked = stage.choose_templates(again, list(passages.values()), templates.representatives, params)
+    assert used == ["bfloat16", "bfloat16"]
+    own = [templates.representatives[c] for c in templates.of_question]
+    assert quality["top1"] == round(float(np.mean([p == o for p, o in zip(picked, own)])), 4)

@@ -5,7 +5,7 @@ import pytest
 
 from ecqg.errors import DataFormatError
 from ecqg.filtering import check_generated
-from ecqg.pipeline.tempqg import one_per_entry
+from ecqg.pipeline.tempqg import one_per_entry, write_set
 from ecqg.qg.format import SEPARATOR, format_source
 from ecqg.tempqg.generation import as_tempqg, sampling_inputs, templated, training_examples
 from ecqg.tempqg.templates import Templates, adherence, candidates
@@ -64,6 +64,16 @@ def test_each_uncon_entry_gets_its_own_question_best_first():
             {"id": "c", "passage_id": "p2", "sample_score": -0.5}]
     records, missing = one_per_entry(["p1", "p2", "p1", "p1", "p3"], kept)
     assert [r["id"] for r in records] == ["b", "c", "a"] and missing == 2
+
+
+def test_a_set_too_small_to_pretrain_on_is_refused_before_any_search():
+    """The count held out is pre-training's own split's (a fraction rounds as there), so the check and the training
+    cannot disagree; nothing is searched or written."""
+    records = [{"id": f"t{i}", "question": f"q{i}?"} for i in range(6)]     # 0.25 * 6 rounds to 2 held out, 4 to train
+    with pytest.raises(ValueError, match="6 questions: too few .* holds out 2 and trains in batches of 5"):
+        write_set({"seed": 1, "dpr": {"pretrain": {"heldout": 0.25, "batch_size": 5}}}, records, {})
+    with pytest.raises(ValueError, match="holds out 3 and trains in batches of 4"):
+        write_set({"seed": 1, "dpr": {"pretrain": {"heldout": 3, "batch_size": 4}}}, records, {})
 
 
 def test_a_pretraining_sequence_joins_its_phases_figures():

@@ -128,21 +128,26 @@ def train_selector(params: Mapping, pairs: Sequence[dict], progress: bool = True
                    "seconds": round(sum(h.get("step_seconds", 0) for h in steps), 1)}
 
 
+def _selector_autocast(params: Mapping) -> str | None:
+    """The selector's inference precision (``dpr.encode.autocast`` on the device in use): one for its accuracy and
+    its choices, so the accuracy reported is that of the templates chosen."""
+    from ecqg import device
+
+    return device.autocast_dtype(params["dpr"]["encode"]["autocast"], device.resolve().type)
+
+
 def selector_accuracy(model, heldout: Sequence[dict], templates: Sequence[str], params: Mapping) -> dict:
     """Top-1 / top-5 of the selector on held-out pairs, beside always choosing the largest cluster (template 0)."""
-    encode = params["dpr"]["encode"]
-    out = selector.accuracy(model, heldout, templates, batch_size=encode["batch_size"])
+    out = selector.accuracy(model, heldout, templates, batch_size=params["dpr"]["encode"]["batch_size"],
+                            autocast=_selector_autocast(params))
     out["largest_cluster_top1"] = round(sum(r["template"] == 0 for r in heldout) / len(heldout), 4)
     return out
 
 
 def choose_templates(model, passages: Sequence[Mapping], templates: Sequence[str], params: Mapping) -> list[str]:
     """The selector's best template for each passage."""
-    from ecqg import device
-
-    encode = params["dpr"]["encode"]
-    autocast = device.autocast_dtype(encode["autocast"], device.resolve().type)
-    best = selector.select(model, passages, templates, k=1, batch_size=encode["batch_size"], autocast=autocast)
+    best = selector.select(model, passages, templates, k=1, batch_size=params["dpr"]["encode"]["batch_size"],
+                           autocast=_selector_autocast(params))
     return [templates[i] for i in best[:, 0]]
 
 
@@ -267,13 +272,13 @@ def write_set(params: Mapping, records: Sequence[Mapping], passages: dict, progr
     from ecqg.pipeline.pseudo import N_HARD, NEGATIVE_DEPTH
     from ecqg.pseudo_queries import dpr_examples
     from ecqg.retrieval.bm25 import BM25Searcher
+    from ecqg.retrieval.train_data import split_records
 
     pretrain = params["dpr"]["pretrain"]
-    held = pretrain["heldout"]
-    held = int(round(held * len(records))) if isinstance(held, float) else int(held)
-    if len(records) - held < pretrain["batch_size"]:
+    train, held = split_records(records, pretrain["heldout"], params["seed"])   # pre-training's split
+    if len(train) < pretrain["batch_size"]:
         raise ValueError(f"the TempQG set has {len(records)} questions: too few to pre-train on (dpr.pretrain holds "
-                         f"out {held} and trains in batches of {pretrain['batch_size']}); the filters kept "
+                         f"out {len(held)} and trains in batches of {pretrain['batch_size']}); the filters kept "
                          "too few samples: raise tempqg.samples")
     searcher = BM25Searcher(paths.BM25_INDEX, k1=params["bm25"]["k1"], b=params["bm25"]["b"])
     run = searcher.search({r["id"]: r["question"] for r in records}, k=NEGATIVE_DEPTH,

@@ -65,12 +65,13 @@ def select(model, passages: Sequence[Mapping], templates: Sequence[str], k: int 
 
 
 def accuracy(model, records: Sequence[Mapping], templates: Sequence[str], ks: Sequence[int] = (1, 5),
-             batch_size: int = 64) -> dict:
-    """Share of held-out pairs (:func:`training_pairs` records) whose own template is among the ``k`` selected."""
+             batch_size: int = 64, autocast: str | None = None) -> dict:
+    """Share of held-out pairs (:func:`training_pairs` records) whose own template is among the ``k`` selected;
+    ``autocast`` as :func:`select`'s, so the figure measures the selector as it is used."""
     if not records:
         raise ValueError("no held-out pairs to measure the template selector on")
     passages = [{"title": "", "text": r["question"]} for r in records]
-    top = select(model, passages, templates, k=max(ks), batch_size=batch_size)
+    top = select(model, passages, templates, k=max(ks), batch_size=batch_size, autocast=autocast)
     gold = np.array([r["template"] for r in records])[:, None]
     hits = top == gold
     return {"n": len(records), "templates": len(templates),
