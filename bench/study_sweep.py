@@ -495,6 +495,23 @@ def seed_stack(by_seed: dict[int, dict], name: str, only: set | None = None):
     return np.stack([as_hits(j["ranks"][name]) for s, j in by_seed.items() if only is None or s in only], axis=1)
 
 
+def runs_interval(stack_a, stack_b, k: int, question_level: dict):
+    """A - B at Top-k with the runs (seeds) as the unit: the wider of the hierarchical bootstrap (runs, then
+    questions) and Welch's t over the seeds' accuracies with the question-level SE added (``ecqg.stats``); None with
+    one seed (the question-level figures are all there is)."""
+    from ecqg import evaluation, stats
+
+    a, b = (evaluation.seed_hits_at_k(x, [k])[:, :, 0].astype(float) for x in (stack_a, stack_b))
+    if a.shape[1] < 2 or b.shape[1] < 2:
+        return None
+    boot = stats.hierarchical_bootstrap(a, b, n_boot=2000, seed=0)
+    per_run_a, per_run_b = a.mean(axis=0), b.mean(axis=0)
+    t = stats.welch_interval(per_run_a.mean(), per_run_a.std(ddof=1), len(per_run_a), per_run_b.mean(),
+                             per_run_b.std(ddof=1), len(per_run_b),
+                             stats.se_from_ci(question_level["ci_low"], question_level["ci_high"]))
+    return stats.conservative(boot, t)
+
+
 def summarize(paths_: list[Path]) -> None:
     """Table 3 from the sweep's ranks: each variant's seed-mean Top-1/5/20 per test set with the seed spread, and the
     paired differences (seed-mean per question, paired bootstrap) of UnCon / Mixed against DPR and Mixed against
@@ -502,7 +519,7 @@ def summarize(paths_: list[Path]) -> None:
     import numpy as np
     import pandas as pd
 
-    from ecqg import evaluation
+    from ecqg import evaluation, stats
 
     sweeps = [read_sweep(p) for p in paths_]
     for p, sweep in zip(paths_, sweeps):
@@ -528,12 +545,18 @@ def summarize(paths_: list[Path]) -> None:
                             for i, k in enumerate((1, 5, 20))}})
         for a, b, common in compared_pairs(runs):
             for k in (1, 5, 20):
-                res = evaluation.paired_bootstrap(seed_stack(runs[a], name, common),
-                                                  seed_stack(runs[b], name, common), k)
+                stacks = [seed_stack(runs[x], name, common) for x in (a, b)]
+                res = evaluation.paired_bootstrap(*stacks, k)
+                over_runs = runs_interval(*stacks, k, res)
                 pairs.append({"set": name, "pair": f"{a} - {b}", "k": k, "seeds": len(common),
                               "difference": round(100 * res["difference"], 1),
                               "ci": [round(100 * res["ci_low"], 1), round(100 * res["ci_high"], 1)],
-                              "p_value": res["p_value"]})
+                              "p_value": res["p_value"],
+                              "ci_over_runs": None if over_runs is None else
+                              [round(100 * over_runs.low, 1), round(100 * over_runs.high, 1)],
+                              "p_over_runs": None if over_runs is None else round(over_runs.p, 4),
+                              "detectable": None if over_runs is None else
+                              round(100 * stats.detectable_effect(over_runs.se, over_runs.df), 1)})
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(pd.DataFrame(rows).to_string(index=False))
         print(pd.DataFrame(pairs).to_string(index=False))

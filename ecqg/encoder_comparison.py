@@ -60,7 +60,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ecqg import evaluation
+from ecqg import stats
 from ecqg.errors import DataFormatError
 from ecqg.io import write_json
 
@@ -148,7 +148,7 @@ def _wide(frame: pd.DataFrame, value: str, encoders: Sequence[str]) -> pd.DataFr
 
 
 def _mean_ci(values: np.ndarray, n_boot: int, seed: int, confidence: float) -> tuple[float, float, float]:
-    lo, hi = evaluation.bootstrap_ci(np.asarray(values, dtype=float)[:, None], n_boot, seed, confidence)
+    lo, hi = stats.bootstrap_ci(np.asarray(values, dtype=float)[:, None], n_boot, seed, confidence)
     mean = float(np.mean(values)) if len(values) else float("nan")
     return mean, float(lo[0]), float(hi[0])
 
@@ -161,15 +161,14 @@ def paired_mean_difference(diff: np.ndarray, n_boot: int = 10000, seed: int = 0,
     takes 0/1 hits; here the differences are real-valued (attention shares, dot-product scores).
     """
     diff = np.asarray(diff, dtype=float)
-    means = evaluation._bootstrap_means(diff, n_boot, seed)
+    means = stats.bootstrap_means(diff, n_boot, seed)
     if means is None:
         nan = float("nan")
         return {"n": 0, "difference": nan, "ci_low": nan, "ci_high": nan, "p_value": nan}
     observed, boot = float(diff.mean()), means[:, 0]
     alpha = (1.0 - confidence) / 2.0
-    extreme = np.abs(boot - observed) >= abs(observed) - 1e-12
     return {"n": len(diff), "difference": observed, "ci_low": float(np.quantile(boot, alpha)),
-            "ci_high": float(np.quantile(boot, 1.0 - alpha)), "p_value": float((1 + extreme.sum()) / (1 + n_boot))}
+            "ci_high": float(np.quantile(boot, 1.0 - alpha)), "p_value": stats.null_centred_p(boot, observed)}
 
 
 def attention_summary(frame: pd.DataFrame, reference_pairs: Sequence[tuple[str, str]] | None = None,

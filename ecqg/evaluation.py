@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ecqg.errors import DataFormatError
+from ecqg.stats import bootstrap_ci, bootstrap_means, null_centred_p
 from ecqg.run_files import RunError
 from ecqg.text import TokenizedPassages, answer_regex_match, dpr_tokens
 
@@ -31,7 +32,6 @@ log = logging.getLogger(__name__)
 Run = dict[str, list[tuple[str, float]]]
 DEFAULT_KS = (1, 5, 20, 100)
 FULL_SET = "all"
-_BOOT_CHUNK_CELLS = 4_000_000  # resampled indices held at once (bounds memory; fixed so results depend on seed only)
 
 
 # ----------------------------------------------------------------------------------------------------- hit matrix
@@ -199,40 +199,6 @@ def seed_hits_at_k(hits: np.ndarray, ks: Sequence[int] = DEFAULT_KS) -> np.ndarr
     return first_hit[:, :, [k - 1 for k in ks]]
 
 
-def bootstrap_ci(
-    values: np.ndarray, n_boot: int = 1000, seed: int = 0, confidence: float = 0.95
-) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile-bootstrap CI of the column means of ``values`` (n x m), resampling rows (questions) jointly.
-
-    Rows are resampled together so the columns (e.g. several k) share the same resamples. Empty input gives NaN.
-    """
-    means = _bootstrap_means(np.asarray(values, dtype=float), n_boot, seed)
-    if means is None:
-        nan = np.full(np.asarray(values).shape[1], np.nan)
-        return nan, nan.copy()
-    alpha = (1.0 - confidence) / 2.0
-    return np.quantile(means, alpha, axis=0), np.quantile(means, 1.0 - alpha, axis=0)
-
-
-def _bootstrap_means(values: np.ndarray, n_boot: int, seed: int) -> np.ndarray | None:
-    """``(n_boot, m)`` means of bootstrap resamples of the rows of ``values``; None when there are no rows."""
-    if values.ndim == 1:
-        values = values[:, None]
-    n = values.shape[0]
-    if n_boot < 1:
-        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
-    if n == 0:
-        return None
-    rng = np.random.default_rng(seed)
-    chunk = max(1, _BOOT_CHUNK_CELLS // n)
-    out = np.empty((n_boot, values.shape[1]))
-    for start in range(0, n_boot, chunk):
-        stop = min(n_boot, start + chunk)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        out[start:stop] = values[idx].mean(axis=1)
-    return out
-
-
 def subset_masks(questions: Sequence[Mapping]) -> dict[str, np.ndarray]:
     """``{"all": all-True, subset name: mask, ...}`` for every subset named in the questions, names sorted."""
     names = sorted({s for q in questions for s in _subsets_of(q)})
@@ -321,17 +287,16 @@ def paired_bootstrap(
         raise ValueError(f"paired bootstrap needs the same questions: {a.shape[0]} vs {b.shape[0]} rows")
     diff = a.astype(float) - b.astype(float)
     observed = float(diff.mean()) if len(diff) else math.nan
-    means = _bootstrap_means(diff, n_boot, seed)
+    means = bootstrap_means(diff, n_boot, seed)
     if means is None:
         return dict(k=int(k), n=0, accuracy_a=math.nan, accuracy_b=math.nan, difference=math.nan,
                     ci_low=math.nan, ci_high=math.nan, p_value=math.nan, n_boot=int(n_boot), seed=int(seed))
     boot = means[:, 0]
     alpha = (1.0 - confidence) / 2.0
-    extreme = np.abs(boot - observed) >= abs(observed) - 1e-12
     return dict(k=int(k), n=int(len(diff)), accuracy_a=float(a.mean()), accuracy_b=float(b.mean()),
                 difference=observed, ci_low=float(np.quantile(boot, alpha)),
                 ci_high=float(np.quantile(boot, 1.0 - alpha)),
-                p_value=float((1 + extreme.sum()) / (1 + n_boot)), n_boot=int(n_boot), seed=int(seed))
+                p_value=null_centred_p(boot, observed), n_boot=int(n_boot), seed=int(seed))
 
 
 def _at_k_vector(hits: np.ndarray, k: int) -> np.ndarray:

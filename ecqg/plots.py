@@ -156,7 +156,7 @@ def plot_attention_heatmap(words: Sequence[str], weights: Sequence[float],
 
 
 def _binned_means(frame: pd.DataFrame, bins: np.ndarray, n_boot: int, seed: int) -> pd.DataFrame:
-    from ecqg.evaluation import bootstrap_ci
+    from ecqg.stats import bootstrap_ci
 
     which = np.clip(np.digitize(frame.relative_position, bins) - 1, 0, len(bins) - 2)
     rows = []

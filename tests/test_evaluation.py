@@ -18,7 +18,6 @@ import ecqg  # noqa: F401  (sets OPENAI_API_KEY before pyserini is imported)
 from ecqg.errors import DataFormatError
 from ecqg.evaluation import (
     accuracy_table,
-    bootstrap_ci,
     evaluate_run,
     HitCache,
     hit_matrix,
@@ -30,6 +29,7 @@ from ecqg.evaluation import (
     table_records,
 )
 from ecqg.run_files import RunError, read_trec_run, write_trec_run
+from ecqg.stats import bootstrap_ci
 from ecqg.text import dpr_tokens
 from pyserini.eval.evaluate_dpr_retrieval import SimpleTokenizer, has_answers
 

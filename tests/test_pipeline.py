@@ -269,7 +269,8 @@ def test_smoke_dag_end_to_end(tmp_path):
     assert (repo / "outputs/models/dpr_mixed_pre_s2022/retriever.json").is_file()
     assert not (repo / "outputs/models/dpr_mixed_pre_s2023").exists()      # pre-trained once, not per seed
     headline = json.loads((repo / "results/smoke/headline.json").read_text())
-    assert {"top5.mixed", "p5.mixed-dpr", "psi.mixed", "gap.mixed"} <= set(headline)
+    assert {"top5.mixed", "rp5.mixed-dpr", "psi.mixed", "gap.mixed"} <= set(headline)   # two seeds: p over runs
+    assert "p5.mixed-dpr" not in headline
     assert len(headline) < 20
     # BM25 + dense hybrids: both fusions, each related seed (one here), in Table 3, its paired differences and 07
     for system in ("hybrid_sum_baseline", "hybrid_rrf_baseline", "hybrid_sum_mixed", "hybrid_rrf_mixed"):

@@ -74,7 +74,8 @@ def test_summary_pairs_over_the_seeds_both_systems_have(tmp_path, capsys):
     out = capsys.readouterr().out
     row = next(line.split() for line in out.splitlines() if "uncon - baseline" in line and line.split()[4] == "1")
     assert row[5] == "1" and float(row[6]) == 10.0      # one shared seed, +10.0 points at Top-1
-    assert float(row[-1]) < 0.01
+    assert float(row[9]) < 0.01                          # over questions
+    assert row[10] == "None"                             # one seed: no interval over runs, no verdict about training
 
 
 def test_merged_sweeps_keep_the_first_copy_and_refuse_another_study():

@@ -1,25 +1,35 @@
-"""The paper's orderings, each checked against one profile's metrics: which hold, which are reversed, which this run
-cannot tell apart from no difference.
+"""The paper's claims, each checked against one profile's metrics with training runs as the unit: which hold, which
+are reversed, which this run cannot tell apart from no difference, and how large an effect it could have found.
 
 Why a table of its own: the claim is spread over five metrics files (Table 3, the attention comparison, the Table 1
 probe, the position-bias study, the mechanism slices); a reader asking "does it reproduce?" should not have to
-assemble it. Every row is a paired difference (A - B on the same questions or passages) with its 95% bootstrap CI
-and p-value, read from the metrics; the paper's values come from the constants the project keeps them in
-(``PAPER_TABLE3``, ``encoder_comparison.PAPER``, ``attention_bias.PAPER_POSITION_BIAS``), only to give each row its
-direction. A verdict needs p < 0.05 (uncorrected for the number of rows: read the p-values too).
+assemble it. The paper's premise comes first (is DPR's attention biased here, and do questions about its
+least-attended entities retrieve worse?), then the claims that rest on it.
+
+Every row is a difference between trained models (or, for the premise, within one model) with its 95% interval over
+training runs (:mod:`ecqg.report.evidence`): a t-interval over the runs with the question-level noise added, or the
+hierarchical bootstrap over runs and questions, whichever is wider. A row holds or is reversed only when that interval
+excludes 0 and its p-value, Holm-corrected over the rows of the table (one family), is below 0.05; an arm trained once
+gives no interval over runs ("one run"). Beside each: the smallest difference the run could have detected at 80%
+power, the power it had for an effect of the paper's size, and the question-level interval of before, named for
+what it is. The paper's values come from the constants the project keeps them in (``PAPER_TABLE3``,
+``encoder_comparison.PAPER``, ``attention_bias.PAPER_POSITION_BIAS``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 
 from ecqg.encoder_comparison import PAPER
 from ecqg.pipeline.attention_bias import PAPER_POSITION_BIAS
 from ecqg.pipeline.results import PAPER_TABLE3
+from ecqg.report import evidence
 from ecqg.report.format import md_table, num, pval
+from ecqg.stats import ALPHA, ONE_RUN, POWER, detectable_effect, holm_checked, power_at, verdict
 
-ALPHA = 0.05
-Getter = Callable[[Mapping], "Mapping | None"]
+Getter = Callable[[Mapping], "dict | None"]
 
 
 def _path(tree: Mapping | None, *keys: str) -> Mapping | None:
@@ -30,60 +40,89 @@ def _path(tree: Mapping | None, *keys: str) -> Mapping | None:
     return tree if isinstance(tree, Mapping) else None
 
 
-def _table3(pair: str, k: int) -> Getter:
-    def get(m: Mapping) -> Mapping | None:
-        node = _path(m.get("table3"), "paired", pair, "nq", "all")
+def _table3(a: str, b: str, k: int) -> Getter:
+    def get(m: Mapping) -> dict | None:
+        acc = _path(m.get("table3"), "accuracy")
+        node = _path(m.get("table3"), "paired", f"{a}_minus_{b}", "nq", "all")
         if node is None or node.get(f"top{k}_diff") is None:
             return None
-        return {"n": node.get("n"), "diff": node[f"top{k}_diff"], "low": node.get(f"top{k}_ci_low"),
-                "high": node.get(f"top{k}_ci_high"), "p": node.get(f"top{k}_p"), "digits": 1}
+        arms = [evidence.arm(_path(acc, s, "nq", "all"), f"top{k}") for s in (a, b)]
+        return {"n": node.get("n"), "q_diff": node[f"top{k}_diff"], "q_low": node.get(f"top{k}_ci_low"),
+                "q_high": node.get(f"top{k}_ci_high"), "q_p": node.get(f"top{k}_p"), "digits": 1,
+                "runs": evidence.between_models(*arms, node, f"top{k}", f"top{k}"),
+                "arm_runs": tuple(x.runs if x else 1 for x in arms)}
     return get
-
-
-def _seed_detail(m: Mapping, branch: str, name: str, measure: str) -> str:
-    """Where notebook 06 measured several training seeds: how many agree with the mean's sign (and have p < alpha
-    within their seed), since the row's own p-value is the first seed's and resamples passages only."""
-    seeds = _path(m.get("comparison"), "seeds")
-    across = _path(seeds, branch, name, "across")
-    if not seeds or seeds.get("n_seeds", 0) < 2 or across is None or across.get(f"{measure}_mean") is None:
-        return ""
-    return (f" (first training seed; over {seeds['n_seeds']} seeds: mean {num(across[f'{measure}_mean'], 2, True)}, "
-            f"{across.get(f'{measure}_same_sign')} of {seeds['n_seeds']} with its sign, "
-            f"{across.get(f'{measure}_significant_same_sign')} of them p < {seeds.get('alpha', ALPHA):g})")
 
 
 def _attention(pair: str, metric: str, digits: int) -> Getter:
-    def get(m: Mapping) -> Mapping | None:
+    def get(m: Mapping) -> dict | None:
         node = _path(m.get("comparison"), "attention", "paired", pair)
         if node is None or node.get(f"{metric}_diff") is None:
             return None
-        return {"n": node.get(f"{metric}_n"), "diff": node[f"{metric}_diff"], "low": node.get(f"{metric}_ci_low"),
-                "high": node.get(f"{metric}_ci_high"), "p": node.get(f"{metric}_p"), "digits": digits,
-                "detail": _seed_detail(m, "attention_paired", pair, metric)}
+        seeds = _path(m.get("comparison"), "seeds", "attention_paired", pair)
+        interval, values = evidence.per_run(seeds, f"{metric}_diff", ci=metric)
+        return {"n": node.get(f"{metric}_n"), "q_diff": node[f"{metric}_diff"],
+                "q_low": node.get(f"{metric}_ci_low"), "q_high": node.get(f"{metric}_ci_high"),
+                "q_p": node.get(f"{metric}_p"), "q_note": "run 1" if values else "", "digits": digits,
+                "runs": interval, "arm_runs": (max(len(values), 1),) * 2, "detail": _runs_detail(values, digits)}
     return get
+
+
+def _runs_detail(values: list[float], digits: int) -> str:
+    return f" (runs: {', '.join(num(v, digits, signed=True) for v in values)})" if len(values) > 1 else ""
 
 
 def _probe(system: str) -> Getter:
-    def get(m: Mapping) -> Mapping | None:
+    def get(m: Mapping) -> dict | None:
         node = _path(m.get("comparison"), "table1_probe", system)
         if node is None or node.get("difference") is None:
             return None
-        return {"n": node.get("n_passages"), "diff": node["difference"], "low": node.get("difference_ci_low"),
-                "high": node.get("difference_ci_high"), "p": node.get("difference_p"), "digits": 2,
-                "detail": _seed_detail(m, "table1_probe", system, "difference")}
+        interval, values = evidence.per_run(_path(m.get("comparison"), "seeds", "table1_probe", system),
+                                            "difference")
+        if interval is not None:
+            interval = _one_model(interval)
+        return {"n": node.get("n_passages"), "q_diff": node["difference"], "q_low": node.get("difference_ci_low"),
+                "q_high": node.get("difference_ci_high"), "q_p": node.get("difference_p"),
+                "q_note": "run 1" if values else "", "digits": 2, "runs": interval,
+                "arm_runs": (max(len(values), 1),), "detail": _runs_detail(values, 2)}
     return get
 
 
+def _one_model(interval):
+    """A measure of one system over its runs: report its runs as one arm."""
+    return replace(interval, runs=interval.runs[:1])
+
+
 def _position_bias(system: str, key: str) -> Getter:
-    """Stage 01's share (of passages) minus the 50% of no bias; a CI, no p-value (the verdict reads the CI)."""
-    def get(m: Mapping) -> Mapping | None:
+    """Stage 01's share (of passages) minus the 50% of no bias: measured on the first run's DPR only, so no interval
+    over runs; its passage-level CI is shown."""
+    def get(m: Mapping) -> dict | None:
         node = _path(m.get("bias"), "encoders", system)
         if node is None or node.get(key) is None:
             return None
         ci = node.get(f"{key}_ci") or [None, None]
         shift = (lambda x: None if x is None else 100 * x - 50)
-        return {"n": node.get("n_passages"), "diff": shift(node[key]), "low": shift(ci[0]), "high": shift(ci[1]),
-                "p": None, "digits": 1}
+        return {"n": node.get("n_passages"), "q_diff": shift(node[key]), "q_low": shift(ci[0]),
+                "q_high": shift(ci[1]), "q_p": None, "q_note": "run 1", "digits": 1, "runs": None,
+                "arm_runs": (1,)}
+    return get
+
+
+def _retrieval_premise(system: str, k: int) -> Getter:
+    """Top-k on the questions whose answer is the system's least-attended entity of the gold passage, minus on those
+    whose answer is its most-attended one (07's slices): the paper's premise says below 0."""
+    def get(m: Mapping) -> dict | None:
+        node = _path(m.get("mechanism"), "entity_attention", "accuracy", system)
+        least, most = _path(node, "least attended"), _path(node, "most attended")
+        if least is None or most is None or least.get(f"top{k}") is None or most.get(f"top{k}") is None:
+            return None
+        diff = least[f"top{k}"] - most[f"top{k}"]
+        runs = int(least.get("seeds", 1))
+        return {"n": f"{least.get('n')} v {most.get('n')}", "q_diff": diff, "q_low": None, "q_high": None,
+                "q_p": None, "digits": 1, "runs": evidence.between_slices(node, "least attended", "most attended",
+                                                                           f"top{k}"),
+                "arm_runs": (runs,),
+                "detail": f" ({num(least[f'top{k}'])} vs {num(most[f'top{k}'])})"}
     return get
 
 
@@ -91,27 +130,35 @@ def _moved_sentence(system: str, reference: str) -> Getter:
     """The paired difference A - B of front - end gaps. The prediction is that A's gap lies nearer 0 than B's: the
     difference must point against B's gap (its ``direction``) without carrying A past 0 to a larger gap on the other
     side (``overshoot``); both gaps go into the row's text, since the difference alone cannot tell."""
-    def get(m: Mapping) -> Mapping | None:
+    def get(m: Mapping) -> dict | None:
         moved = _path(m.get("mechanism"), "moved_sentence")
         node = _path(moved, "paired", f"{system}_minus_{reference}")
         a, b = _path(moved, "systems", system), _path(moved, "systems", reference)
         if node is None or a is None or b is None or node.get("gap") is None or not b.get("gap") \
                 or a.get("gap") is None:
             return None
-        return {"n": node.get("n"), "diff": node["gap"], "low": node.get("ci_low"), "high": node.get("ci_high"),
-                "p": node.get("p"), "digits": 3, "direction": -1.0 if b["gap"] > 0 else 1.0,
+        arms = [evidence.Arm(x["gap"], x.get("seed_sd"), int(x.get("seeds") or 1)) for x in (a, b)]
+        return {"n": node.get("n"), "q_diff": node["gap"], "q_low": node.get("ci_low"), "q_high": node.get("ci_high"),
+                "q_p": node.get("p"), "digits": 3, "direction": -1.0 if b["gap"] > 0 else 1.0,
                 "overshoot": abs(a["gap"]) >= abs(b["gap"]),
+                "runs": evidence.between_models(*arms, {"gap_ci_low": node.get("ci_low"),
+                                                        "gap_ci_high": node.get("ci_high")}, "gap", "gap"),
+                "arm_runs": tuple(x.runs for x in arms),
                 "detail": f" (gaps: {num(b['gap'], 3, signed=True)} -> {num(a['gap'], 3, signed=True)})"}
     return get
 
 
-def _entity_split(pair: str, split: str, k: int) -> Getter:
-    def get(m: Mapping) -> Mapping | None:
-        node = _path(m.get("mechanism"), "entity_attention", "paired", pair, split)
+def _entity_split(a: str, b: str, split: str, k: int) -> Getter:
+    def get(m: Mapping) -> dict | None:
+        mech = _path(m.get("mechanism"), "entity_attention")
+        node = _path(mech, "paired", f"{a}_minus_{b}", split)
         if node is None or node.get(f"top{k}_diff") is None:
             return None
-        return {"n": node.get("n"), "diff": node[f"top{k}_diff"], "low": node.get(f"top{k}_ci_low"),
-                "high": node.get(f"top{k}_ci_high"), "p": node.get(f"top{k}_p"), "digits": 1}
+        arms = [evidence.arm(_path(mech, "accuracy", s, split), f"top{k}") for s in (a, b)]
+        return {"n": node.get("n"), "q_diff": node[f"top{k}_diff"], "q_low": node.get(f"top{k}_ci_low"),
+                "q_high": node.get(f"top{k}_ci_high"), "q_p": node.get(f"top{k}_p"), "digits": 1,
+                "runs": evidence.between_models(*arms, node, f"top{k}", f"top{k}"),
+                "arm_runs": tuple(x.runs if x else 1 for x in arms)}
     return get
 
 
@@ -130,90 +177,148 @@ def _paper_share_over_half(key: str) -> float:
     return round(100 * PAPER_POSITION_BIAS[key] - 50, 1)
 
 
+@dataclass(frozen=True)
+class Claim:
+    """One row: what the paper says, its value with its sign (None: a prediction, whose sign is ``direction``),
+    the unit, where ours is read, and whether it is part of the premise the method rests on."""
+
+    text: str
+    paper: float | None
+    unit: str
+    get: Getter
+    direction: float | None = None
+    premise: bool = False
+
+    @property
+    def sign(self) -> float:
+        if self.direction is not None:
+            return self.direction
+        return -1.0 if self.paper is not None and self.paper < 0 else 1.0
+
+
 _PROBE = PAPER["table1_probe"]["dpr_baseline"]
-# (what the paper says, the paper's value with its sign (None: a prediction, direction +), where ours is read).
-CLAIMS: tuple[tuple[str, float | None, str, Getter], ...] = (
-    *((f"Table 3, NQ Top-{k}: {name} > 0", _paper_table3(a, b, k), "points", _table3(f"{a}_minus_{b}", k))
-      for k in (1, 5)
-      for a, b, name in (("dpr_uncon", "dpr_baseline", "UnCon-DPR - DPR"),
-                         ("dpr_mixed", "dpr_uncon", "Mixed-DPR - UnCon-DPR"),
-                         ("dpr_mixed", "dpr_baseline", "Mixed-DPR - DPR"))),
-    ("attention entropy: Mixed-DPR - DPR > 0", _paper_entropy("dpr_mixed", "dpr_baseline"), "nats",
-     _attention("dpr_mixed_minus_dpr_baseline", "entropy", 3)),
-    ("attention entropy: UnCon-DPR - DPR < 0", _paper_entropy("dpr_uncon", "dpr_baseline"), "nats",
-     _attention("dpr_uncon_minus_dpr_baseline", "entropy", 3)),
-    ("attention entropy: Mixed-DPR - UnCon-DPR > 0", _paper_entropy("dpr_mixed", "dpr_uncon"), "nats",
-     _attention("dpr_mixed_minus_dpr_uncon", "entropy", 3)),
-    ("later-sentence share: Mixed-DPR - DPR > 0", PAPER["later_sentence_share_diff"]["dpr_mixed_minus_dpr_baseline"],
-     "points", _attention("dpr_mixed_minus_dpr_baseline", "later_sentence_share", 2)),
-    ("later-sentence share: Mixed-DPR - UnCon-DPR > 0", PAPER["later_sentence_share_diff"]["dpr_mixed_minus_dpr_uncon"],
-     "points", _attention("dpr_mixed_minus_dpr_uncon", "later_sentence_share", 2)),
-    ("Table 1 probe, DPR: highest- minus lowest-attended entity's questions > 0",
-     round(_PROBE["highest"] - _PROBE["lowest"], 2), "score", _probe("dpr_baseline")),
-    ("position bias, DPR: highest-attended entity in the first half, % of passages - 50 > 0",
-     _paper_share_over_half("highest_first_half"), "points", _position_bias("dpr_baseline", "highest_first_half")),
-    ("position bias, DPR: lowest-attended entity in the second half, % of passages - 50 > 0",
-     _paper_share_over_half("lowest_second_half"), "points", _position_bias("dpr_baseline", "lowest_second_half")),
-    ("mechanism: moved-sentence gap (front - end score), Mixed-DPR - DPR, toward 0", None, "score",
-     _moved_sentence("dpr_mixed", "dpr_baseline")),
-    ("mechanism: Mixed-DPR - DPR, Top-5 on the least-attended answer entity's questions > 0", None, "points",
-     _entity_split("dpr_mixed_minus_dpr_baseline", "least attended", 5)),
+_PAIRS = (("dpr_uncon", "dpr_baseline", "UnCon-DPR - DPR"), ("dpr_mixed", "dpr_uncon", "Mixed-DPR - UnCon-DPR"),
+          ("dpr_mixed", "dpr_baseline", "Mixed-DPR - DPR"))
+CLAIMS: tuple[Claim, ...] = (
+    Claim("premise, position bias, DPR: highest-attended entity in the first half, % of passages - 50 > 0",
+          _paper_share_over_half("highest_first_half"), "points", _position_bias("dpr_baseline", "highest_first_half"),
+          premise=True),
+    Claim("premise, position bias, DPR: lowest-attended entity in the second half, % of passages - 50 > 0",
+          _paper_share_over_half("lowest_second_half"), "points", _position_bias("dpr_baseline", "lowest_second_half"),
+          premise=True),
+    Claim("premise, Table 1 probe, DPR: highest- minus lowest-attended entity's questions > 0",
+          round(_PROBE["highest"] - _PROBE["lowest"], 2), "score", _probe("dpr_baseline"), premise=True),
+    Claim("premise, DPR Top-5: questions on its least- minus most-attended answer entity < 0", None, "points",
+          _retrieval_premise("dpr_baseline", 5), direction=-1.0, premise=True),
+    *(Claim(f"Table 3, NQ Top-{k}: {name} > 0", _paper_table3(a, b, k), "points", _table3(a, b, k))
+      for k in (1, 5) for a, b, name in _PAIRS),
+    Claim("attention entropy: Mixed-DPR - DPR > 0", _paper_entropy("dpr_mixed", "dpr_baseline"), "nats",
+          _attention("dpr_mixed_minus_dpr_baseline", "entropy", 3)),
+    Claim("attention entropy: UnCon-DPR - DPR < 0", _paper_entropy("dpr_uncon", "dpr_baseline"), "nats",
+          _attention("dpr_uncon_minus_dpr_baseline", "entropy", 3)),
+    Claim("attention entropy: Mixed-DPR - UnCon-DPR > 0", _paper_entropy("dpr_mixed", "dpr_uncon"), "nats",
+          _attention("dpr_mixed_minus_dpr_uncon", "entropy", 3)),
+    Claim("later-sentence share: Mixed-DPR - DPR > 0", PAPER["later_sentence_share_diff"]["dpr_mixed_minus_dpr_baseline"],
+          "points", _attention("dpr_mixed_minus_dpr_baseline", "later_sentence_share", 2)),
+    Claim("later-sentence share: Mixed-DPR - UnCon-DPR > 0",
+          PAPER["later_sentence_share_diff"]["dpr_mixed_minus_dpr_uncon"], "points",
+          _attention("dpr_mixed_minus_dpr_uncon", "later_sentence_share", 2)),
+    Claim("mechanism: moved-sentence gap (front - end score), Mixed-DPR - DPR, toward 0", None, "score",
+          _moved_sentence("dpr_mixed", "dpr_baseline")),
+    Claim("mechanism: Mixed-DPR - DPR, Top-5 on the least-attended answer entity's questions > 0", None, "points",
+          _entity_split("dpr_mixed", "dpr_baseline", "least attended", 5)),
 )
 
 
-def verdict(diff: float | None, low: float | None, high: float | None, p: float | None, direction: float,
-            overshoot: bool = False) -> str:
-    """holds / reversed at p < ALPHA (or, without a p-value, a CI that excludes 0); otherwise not shown.
-    ``overshoot``: the difference points the predicted way but lands past the target (a gap meant to shrink towards
-    0 that ends larger on the other side)."""
-    if diff is None:
-        return "–"
-    if p is not None:
-        significant = p < ALPHA
-    else:
-        significant = low is not None and high is not None and (low > 0 or high < 0)
-    if not significant:
-        return "not shown"
-    if diff * direction <= 0:
-        return "reversed"
-    return "overshoots" if overshoot else "holds"
+def with_verdicts(rows: list[dict]) -> list[dict]:
+    """Holm over the rows (one family), then each row's verdict, detectable effect and power at the paper's value."""
+    adjusted = holm_checked([r["runs"] for r in rows])
+    for row, p_holm in zip(rows, adjusted):
+        interval = row["runs"]
+        row["p_holm"] = p_holm
+        row["verdict"] = verdict(interval, p_holm, row["direction"], row.get("overshoot", False))
+        row["detectable"] = None if interval is None else detectable_effect(interval.se, interval.df)
+        row["power_at_paper"] = (None if interval is None or row["paper"] is None
+                                 else power_at(row["paper"], interval.se, interval.df))
+        for key in ("diff", "low", "high", "p"):
+            row[key] = getattr(interval, key) if interval is not None else row.get(f"q_{key}")
+    return rows
 
 
 def claim_rows(metrics: Mapping) -> list[dict]:
-    """One dict per claim whose metrics exist: claim, paper, unit, n, diff, low, high, p, digits, verdict.
-    ``metrics``: table3, comparison (encoder_comparison.json), bias (attention_bias.json), mechanism."""
+    """One dict per claim whose metrics exist: claim (with detail), detail, paper, unit, n, digits, premise,
+    direction; ``runs`` (the interval over runs, None for one run) with diff / low / high / p taken from it (from
+    the question-level figures where there is none), ``p_holm``, ``detectable``, ``power_at_paper``, the
+    question-level ``q_diff`` / ``q_low`` / ``q_high`` / ``q_p``, and the verdict. ``metrics``: table3,
+    comparison (encoder_comparison.json), bias (attention_bias.json), mechanism."""
     rows = []
-    for claim, paper, unit, get in CLAIMS:
-        ours = get(metrics)
+    for claim in CLAIMS:
+        ours = claim.get(metrics)
         if ours is None:
             continue
-        direction = ours.get("direction", -1.0 if paper is not None and paper < 0 else 1.0)
-        rows.append({"claim": claim + ours.get("detail", ""), "paper": paper, "unit": unit, **ours,
-                     "verdict": verdict(ours["diff"], ours["low"], ours["high"], ours["p"], direction,
-                                        ours.get("overshoot", False))})
-    return rows
+        rows.append({"claim": claim.text + ours.get("detail", ""), "detail": ours.get("detail", ""),
+                     "paper": claim.paper, "unit": claim.unit, "premise": claim.premise,
+                     "direction": ours.get("direction", claim.sign), **ours})
+    return with_verdicts(rows)
 
 
 def claim_intro(profile: str) -> str:
     return f"The paper's claims, checked on the `{profile}` profile:"
 
 
+VERDICTS = ("holds", "overshoots", "reversed", "not shown", ONE_RUN)
+
+
+def counts(rows: list[dict]) -> dict[str, int]:
+    return {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
+
+
+def runs_text(row: Mapping) -> str:
+    return " v ".join(str(n) for n in row.get("arm_runs", ())) or "–"
+
+
+def _interval_text(diff, low, high, digits: int, unit: str) -> str:
+    if diff is None:
+        return "–"
+    text = num(diff, digits, signed=True)
+    if low is not None and high is not None and not (isinstance(low, float) and math.isnan(low)):
+        text += f" [{num(low, digits, signed=True)}, {num(high, digits, signed=True)}]"
+    return f"{text} {unit}"
+
+
 def render_claim(metrics: Mapping, heading: bool = True) -> str:
     rows = claim_rows(metrics)
     if not rows:
         return ""
-    counts = {v: sum(r["verdict"] == v for r in rows) for v in ("holds", "overshoots", "reversed", "not shown")}
-    table = [[r["claim"], "prediction" if r["paper"] is None else num(r["paper"], 2 if r["unit"] == "nats" else 1,
-                                                                     signed=True),
-              str(r["n"] if r["n"] is not None else "–"),
-              f"{num(r['diff'], r['digits'], signed=True)} [{num(r['low'], r['digits'], signed=True)}, "
-              f"{num(r['high'], r['digits'], signed=True)}] {r['unit']}",
-              pval(r["p"]) if r["p"] is not None else "CI", r["verdict"]] for r in rows]
+    n = counts(rows)
+    table = []
+    for r in rows:
+        d = r["digits"]
+        paper = "prediction" if r["paper"] is None else num(r["paper"], 2 if r["unit"] == "nats" else 1, signed=True)
+        over_runs = (_interval_text(r["diff"], r["low"], r["high"], d, r["unit"]) if r["runs"] is not None else "–")
+        question_level = _interval_text(r["q_diff"], r.get("q_low"), r.get("q_high"), d, "")
+        if r.get("q_note") and question_level != "–":
+            question_level += f"({r['q_note']})"
+        table.append([r["claim"], paper, runs_text(r), str(r["n"] if r["n"] is not None else "–"), over_runs,
+                      pval(r["p_holm"]) if r["p_holm"] is not None else "–",
+                      num(r["detectable"], d) if r["detectable"] is not None else "–",
+                      f"{100 * r['power_at_paper']:.0f}%" if r["power_at_paper"] is not None else "–",
+                      question_level.rstrip(), r["verdict"]])
+    tested = sum(r["runs"] is not None for r in rows)
+    summary = (f"Here: {n['holds']} hold, " + (f"{n['overshoots']} overshoot, " if n["overshoots"] else "")
+               + f"{n['reversed']} reversed, {n['not shown']} not shown"
+               + (f", {n[ONE_RUN]} measured on one run only" if n[ONE_RUN] else "") + ".")
     return (("#### The paper's claims, checked\n\n" if heading else "")
-            + f"Each row is a paired difference on the same questions or passages with its 95% bootstrap CI; a verdict "
-            f"needs p < {ALPHA} (uncorrected; position-bias rows have a CI only). The paper's values come from its "
-            f"21M-passage Wikipedia and BERT-base: compare directions, not sizes. Here: {counts['holds']} hold, "
-            + (f"{counts['overshoots']} overshoot, " if counts["overshoots"] else "")
-            + f"{counts['reversed']} reversed, {counts['not shown']} not shown.\n\n"
-            + md_table(["the paper's claim", "paper", "n", "here [95% CI]", "p", "verdict"], table,
-                       ["l", "r", "r", "r", "r", "l"]))
+            + "Each row is a difference with its 95% interval **over training runs** (runs per arm in `runs`: a "
+            "t-interval over the runs' means with the question-level noise added, or the bootstrap over runs then "
+            "questions, whichever is wider). A row holds or is reversed only when that interval excludes 0 and its "
+            f"p-value, Holm-corrected over the {tested} rows with such an interval, is below {ALPHA}; \"{ONE_RUN}\" "
+            "marks a measure taken on one trained model, which says nothing of training's spread. `detectable`: the "
+            f"smallest difference this run finds with {POWER:.0%} power (two-sided, {ALPHA}); `power`: its chance to "
+            "find a difference of the paper's size. The last interval resamples questions (or passages) only, as "
+            "this table did before; it measures the test set's noise, not training's. The paper's values come from "
+            "its 21M-passage Wikipedia and BERT-base: compare directions; sizes only as a scale. Premise rows "
+            f"first. {summary}\n\n"
+            + md_table(["the paper's claim", "paper", "runs", "n", "here [95% CI over runs]", "p (Holm)", "detectable",
+                        "power at paper's", "over questions only [95% CI]", "verdict"], table,
+                       ["l", "r", "r", "r", "r", "r", "r", "r", "r", "l"]))

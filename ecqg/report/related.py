@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ecqg.report import evidence
 from ecqg.report.format import label, md_table, num, pval, with_ci
+from ecqg.stats import ONE_RUN, holm_checked, verdict
 
 
 def _pct(x) -> str:
@@ -79,38 +81,64 @@ QUESTIONS = (
       ("dpr_poly_rsm_tempqg", "dpr_baseline", "Poly-DPR, RSM then TempQG - DPR"),
       ("dpr_poly_rsm_tempqg", "dpr_tempqg", "Poly-DPR, RSM then TempQG - TempQG-DPR"))),
 )
-ALPHA = 0.05
-
-
-def _verdict(node: Mapping, k: int) -> str:
-    diff, p = node.get(f"top{k}_diff"), node.get(f"top{k}_p")
-    if diff is None or p is None:
-        return "–"
-    if p >= ALPHA:
-        return "no difference shown"
-    return "A better" if diff > 0 else "B better"
-
-
-def render_questions(table3: Mapping, dataset: str = "nq", subset: str = "all", ks: tuple[int, ...] = (1, 5, 20)
-                     ) -> str:
-    """Each question's pairs on one test set: the difference in points with its CI and p, and a verdict at
-    p < 0.05 (bootstrap, not corrected for the number of pairs: read the p-values, not only the verdicts)."""
-    paired = table3.get("paired", {})
-    out = []
+def question_rows(table3: Mapping, dataset: str = "nq", subset: str = "all", ks: tuple[int, ...] = (1, 5, 20)
+                  ) -> list[dict]:
+    """Every pair of :data:`QUESTIONS` present in the metrics, at every k: its interval over training runs
+    (:func:`ecqg.report.evidence.between_models`; None where an arm was trained once), the question-level bootstrap,
+    and the verdict, Holm-corrected over the whole family (every pair and k with an interval over runs)."""
+    paired, accuracy = table3.get("paired", {}), table3.get("accuracy", {})
+    rows = []
     for title, pairs in QUESTIONS:
-        rows = []
         for a, b, name in pairs:
             node = paired.get(f"{a}_minus_{b}", {}).get(dataset, {}).get(subset)
             if node is None:
                 continue
-            rows.append([name, str(node.get("n", "–"))]
-                        + [f"{with_ci(node, f'top{k}_diff', f'top{k}_ci_low', f'top{k}_ci_high', signed=True)}, "
-                           f"p {pval(node.get(f'top{k}_p'))}: {_verdict(node, k)}" if f"top{k}_diff" in node else "–"
-                           for k in ks])
-        if rows:
-            out.append(f"**{title}** ({dataset.upper()} {subset}; points [95% CI], paired bootstrap p; verdict at "
-                       f"p < {ALPHA}, uncorrected)\n")
-            out.append(md_table(["A - B", "n"] + [f"Top-{k}" for k in ks], rows, ["l"] + ["r"] * (1 + len(ks))))
+            for k in ks:
+                if node.get(f"top{k}_diff") is None:
+                    continue
+                arms = [evidence.arm(accuracy.get(s, {}).get(dataset, {}).get(subset), f"top{k}") for s in (a, b)]
+                rows.append({"title": title, "name": name, "k": k, "n": node.get("n"), "node": node,
+                             "arm_runs": tuple(x.runs if x else 1 for x in arms),
+                             "runs": evidence.between_models(*arms, node, f"top{k}", f"top{k}")})
+    adjusted = holm_checked([r["runs"] for r in rows])
+    for row, p_holm in zip(rows, adjusted):
+        row["p_holm"] = p_holm
+        outcome = verdict(row["runs"], p_holm, 1.0)
+        row["verdict"] = {"holds": "A better", "reversed": "B better", "not shown": "no difference shown"}.get(
+            outcome, outcome)
+    return rows
+
+
+def _cell(row: Mapping) -> str:
+    k, node, interval = row["k"], row["node"], row["runs"]
+    if interval is None:
+        return (f"{with_ci(node, f'top{k}_diff', f'top{k}_ci_low', f'top{k}_ci_high', signed=True)} over questions, "
+                f"{row['verdict']}")
+    return (f"{num(interval.diff, signed=True)} [{num(interval.low, signed=True)}, {num(interval.high, signed=True)}]"
+            f", p {pval(row['p_holm'])}: {row['verdict']}")
+
+
+def render_questions(table3: Mapping, dataset: str = "nq", subset: str = "all", ks: tuple[int, ...] = (1, 5, 20)
+                     ) -> str:
+    """Each question's pairs on one test set: the difference in points with its 95% interval over training runs and
+    its Holm-corrected p (one family: every pair and k below), or, where an arm was trained once, the question-level
+    interval and "one run" (no verdict about trained models)."""
+    rows = question_rows(table3, dataset, subset, ks)
+    out = []
+    for title, _ in QUESTIONS:
+        mine = [r for r in rows if r["title"] == title]
+        if not mine:
+            continue
+        table = []
+        for name in dict.fromkeys(r["name"] for r in mine):
+            cells = {r["k"]: r for r in mine if r["name"] == name}
+            first = next(iter(cells.values()))
+            table.append([name, " v ".join(map(str, first["arm_runs"])), str(first.get("n", "–"))]
+                         + [_cell(cells[k]) if k in cells else "–" for k in ks])
+        out.append(f"**{title}** ({dataset.upper()} {subset}; points [95% CI over training runs], p Holm-corrected "
+                   f"over the {sum(r['runs'] is not None for r in rows)} tested cells of these tables; \"{ONE_RUN}\": "
+                   "an arm trained once, shown over questions only, no verdict)\n")
+        out.append(md_table(["A - B", "runs", "n"] + [f"Top-{k}" for k in ks], table, ["l"] + ["r"] * (2 + len(ks))))
     return ("#### The questions the comparisons answer\n\n" + "\n".join(out)) if out else ""
 
 
