@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 
 def remove_stale_temporaries(path: str | Path) -> list[Path]:
@@ -213,19 +213,28 @@ def read_json(path: str | Path, expected: type, what: str) -> Any:
     return data
 
 
-def read_tsv_rows(path: str | Path) -> Iterator[tuple[str, list[str]]]:
+def read_tsv_rows(path: str | Path, columns: Sequence[str] = ()) -> Iterator[tuple[str, list[str]]]:
     """Yield ``("line N", row)`` for each non-blank row of a TSV file (CSV quoting allowed), N being the line the
-    row starts on, so that callers can name it in errors; bad quoting raises DataFormatError naming that line."""
+    row starts on, so that callers can name it in errors; bad quoting raises DataFormatError naming that line.
+
+    Strict about row boundaries, lenient inside a line (as DPR's ``csv.reader`` is, so every valid file parses as
+    before): a quoted value that is not closed on its own line would swallow the next rows into one field (an
+    unbalanced double quote merges two passages silently), so a row that spans lines is refused, naming the line it
+    starts on and the field (``columns[i]``, or "column i+1"). One streamed pass, one row in memory.
+    """
     import csv
+    import itertools
     import sys
 
     from ecqg.errors import DataFormatError
 
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # psgs_w100 passages are long fields
+    ended: list[bool] = []
     with open_text(path) as handle:
-        reader = csv.reader(handle, delimiter="\t")
-        line = 1
+        # The extra "\n" after the last line closes the final row, or shows a quote still open at the end of the file.
+        reader = csv.reader(itertools.chain(handle, _end_of_file(ended)), delimiter="\t")
         while True:
+            line = reader.line_num + 1
             try:
                 row = next(reader)
             except StopIteration:
@@ -234,9 +243,29 @@ def read_tsv_rows(path: str | Path) -> Iterator[tuple[str, list[str]]]:
                 raise DataFormatError(path, f"line {line}", None, f"bad CSV/TSV quoting ({exc})") from None
             except _READ_ERRORS as exc:
                 raise _unreadable(path, f"line {line}", exc) from None
-            where, line = f"line {line}", reader.line_num + 1
+            if reader.line_num > line:
+                raise _row_across_lines(path, line, reader.line_num, bool(ended), row, columns)
             if row and not (len(row) == 1 and not row[0].strip()):
-                yield where, row
+                yield f"line {line}", row
+
+
+def _end_of_file(ended: list[bool]) -> Iterator[str]:
+    """One last empty line, noting in ``ended`` that the file was read to its end."""
+    ended.append(True)
+    yield "\n"
+
+
+def _row_across_lines(path: str | Path, line: int, last: int, at_end: bool, row: list[str], columns: Sequence[str]):
+    """The DataFormatError for a row whose quoted field runs past the end of its line (``last``: the line where the
+    parser stopped; past the file's end when ``at_end``)."""
+    from ecqg.errors import DataFormatError
+
+    index = next((i for i, value in enumerate(row) if "\n" in value), len(row) - 1)
+    field = columns[index] if index < len(columns) else f"column {index + 1}"
+    reach = "the end of the file" if at_end else f"line {last}"
+    return DataFormatError(path, f"line {line}", field, "a quoted value opened on this line is not closed on it (an "
+                           f"unbalanced double quote?): it would swallow the rows up to {reach} into this field. A "
+                           "field may not hold a line break")
 
 
 def write_csv(path: str | Path, rows: Iterable[dict[str, Any]], columns: list[str]) -> Path:

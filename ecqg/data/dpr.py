@@ -56,6 +56,17 @@ def validate_dpr_example(rec: Any, path: str | Path, index: int) -> dict[str, An
     return out
 
 
+def check_positives(example: dict[str, Any], path: str | Path, index: int) -> None:
+    """Refuse a training record that teaches nothing: no positive passage, or a positive without text. Checked at
+    intake (stage `prepare`), not in :func:`validate_dpr_example`, which also reads and writes the pipeline's own
+    sets."""
+    if not example["positive_ctxs"]:
+        raise DataFormatError(path, index, "positive_ctxs", "empty list: a training record needs a positive passage")
+    for j, ctx in enumerate(example["positive_ctxs"]):
+        if not ctx["text"].strip():
+            raise DataFormatError(path, index, f"positive_ctxs[{j}].text", "empty passage text")
+
+
 def read_dpr_retriever_json(path: str | Path) -> Iterator[dict[str, Any]]:
     """Yield validated DPR retriever examples. The file is one JSON list, so it is parsed whole (as DPR does)."""
     data = read_json(path, list, "a JSON list of examples")
@@ -112,7 +123,7 @@ def _unquote_twice_quoted(field: str) -> str:
 
 def read_qas_tsv(path: str | Path) -> Iterator[dict[str, Any]]:
     """Yield ``{"question", "answers"}`` from a DPR qas TSV (``question TAB ['a', 'b']``)."""
-    for where, row in read_tsv_rows(path):
+    for where, row in read_tsv_rows(path, ("question", "answers")):
         if len(row) != 2:
             raise DataFormatError(path, where, None, f"expected 2 tab-separated columns, got {len(row)}")
         question = _unquote_twice_quoted(row[0]).strip()

@@ -1,7 +1,8 @@
 """Wikipedia passage formats: DPR's psgs_w100.tsv, pyserini JsonCollection, the Vital-Articles summaries.
 
 * ``psgs_w100.tsv``: header ``id\\ttext\\ttitle``, then one passage a line, CSV-quoted where needed (DPR reads it with
-  ``csv.reader(delimiter="\\t")``; so do we). 21M lines: :func:`read_psgs_w100` streams.
+  ``csv.reader(delimiter="\\t")``; so do we, refusing a quoted value that runs past its line). 21M lines:
+  :func:`read_psgs_w100` streams. Ids are refused when empty, holding whitespace or repeated.
 * pyserini JsonCollection (``{"id", "contents"}`` per line). ``contents`` comes in two styles, both handled by
   :func:`split_contents`: ``title\\ntext`` (FlashRAG's wiki-18; the title may be wrapped in double quotes,
   ``"Evan Morris"``) and ``title\\ttext`` (PrimeQA's psgs_w100 sample). The first newline wins over a tab; a
@@ -16,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-from ecqg.data.fields import require, require_nonempty_str
+from ecqg.data.fields import SeenIds, require, require_nonempty_str, require_passage_id
 from ecqg.errors import DataFormatError
 from ecqg.io import read_json, read_jsonl, read_tsv_rows
 
@@ -25,21 +26,21 @@ PSGS_HEADER = ["id", "text", "title"]
 
 def read_psgs_w100(path: str | Path) -> Iterator[dict[str, str]]:
     """Stream ``{"id", "title", "text"}`` from a DPR psgs_w100.tsv (plain or .gz)."""
-    rows = read_tsv_rows(path)
+    rows = read_tsv_rows(path, PSGS_HEADER)
     where, header = next(rows, ("line 1", None))
     if header is None:
         raise DataFormatError(path, "line 1", None, "empty file, expected header id\\ttext\\ttitle")
     if where != "line 1" or header != PSGS_HEADER:
         raise DataFormatError(path, where, None, f"header must be id\\ttext\\ttitle, got {header!r}")
+    seen = SeenIds()
     for where, row in rows:
         if len(row) != 3:
             raise DataFormatError(path, where, None, f"expected 3 columns (id, text, title), got {len(row)}")
         pid, text, title = row
-        if not pid.strip():
-            raise DataFormatError(path, where, "id", "empty id")
+        require_passage_id(pid, path, where, seen)
         if not text.strip():
             raise DataFormatError(path, where, "text", "empty text")
-        yield {"id": pid.strip(), "title": title, "text": text}
+        yield {"id": pid, "title": title, "text": text}
 
 
 def split_contents(contents: str) -> tuple[str, str, str]:
@@ -53,15 +54,17 @@ def split_contents(contents: str) -> tuple[str, str, str]:
 
 
 def read_json_collection(path: str | Path) -> Iterator[dict[str, str]]:
-    """Stream ``{"id", "title", "text", "style"}`` from a pyserini JsonCollection jsonl."""
+    """Stream ``{"id", "title", "text", "style"}`` from a pyserini JsonCollection jsonl (ids checked as in
+    :func:`read_psgs_w100`)."""
+    seen = SeenIds()
     for line_no, rec in read_jsonl(path):
         where = f"line {line_no}"
-        pid = require(rec, "id", (str, int), path, where)
+        pid = require_passage_id(str(require(rec, "id", (str, int), path, where)), path, where, seen)
         contents = require_nonempty_str(rec, "contents", path, where)
         title, text, style = split_contents(contents)
         if not text.strip():
             raise DataFormatError(path, where, "contents", "no passage text after the title")
-        yield {"id": str(pid), "title": title, "text": text, "style": style}
+        yield {"id": pid, "title": title, "text": text, "style": style}
 
 
 def read_vital_articles(path: str | Path) -> list[dict[str, Any]]:

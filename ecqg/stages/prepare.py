@@ -1,7 +1,8 @@
 """Stage `prepare`: the bundle (or the paper's published files) -> one schema under ``outputs/data/``.
 
 Reads every input through the validating loaders of :mod:`ecqg.data` (bad input stops here, with the file, record and
-field named), applies the profile's sub-sampling deterministically from the seed, and writes:
+field named, before any output is written: intake refuses, it never repairs), applies the profile's sub-sampling
+deterministically from the seed, and writes:
 ``corpus.jsonl`` (id, title, text, source), ``questions/<set>.jsonl``, ``train_gold.jsonl`` (triples with their
 passage inlined, so training does not depend on the corpus sample) and ``nq_dev.jsonl``.
 """
@@ -15,7 +16,8 @@ from typing import Any, Iterable, Iterator
 
 from ecqg import config, paths
 from ecqg.data import records
-from ecqg.data.dpr import read_dpr_retriever_json, read_qas, write_dpr_retriever_json
+from ecqg.data.dpr import check_positives, read_dpr_retriever_json, read_qas, write_dpr_retriever_json
+from ecqg.data.fields import SeenIds
 from ecqg.errors import DataFormatError
 from ecqg.io import read_jsonl, write_jsonl
 from ecqg.stages import log, timed_stage
@@ -82,6 +84,35 @@ def corpus_sample(ids: list[str], required: set[str], limit: int | None, seed: s
     return required | {others[i] for i in sample_indices(len(others), room, seed)}
 
 
+def load_dpr_training(path: str | Path, corpus_path: str | Path, in_corpus: SeenIds) -> list[dict[str, Any]]:
+    """DPR retriever-json training records, each with a positive passage that has text and, where it names a
+    ``passage_id``, is a passage of the input corpus: one the corpus lacks means the file was built for another
+    corpus. (Outside the kept sample is fine: the record carries the text; :func:`positive_places` counts them.)"""
+    examples = []
+    for i, example in enumerate(read_dpr_retriever_json(path)):
+        check_positives(example, path, i)
+        for j, ctx in enumerate(example["positive_ctxs"]):
+            pid = ctx.get("passage_id")
+            if pid is not None and pid not in in_corpus:
+                raise DataFormatError(path, i, f"positive_ctxs[{j}].passage_id",
+                                      f"passage {pid!r} is not in the corpus {corpus_path}")
+        examples.append(example)
+    return examples
+
+
+def positive_places(triples: list[dict[str, Any]], keep: set[str] | None, dpr_input: bool) -> dict[str, int]:
+    """Where the kept training records' positive passages are: in the kept corpus, outside it (legitimate when
+    max_corpus_passages cut the corpus: each record carries its passage's text) or unnamed (a ctx without id)."""
+    places: Counter = Counter()
+    for triple in triples:
+        pids = [c.get("passage_id") for c in triple["positive_ctxs"]] if dpr_input else [triple["passage_id"]]
+        for pid in pids:
+            place = ("without_passage_id" if pid is None
+                     else "in_kept_corpus" if keep is None or pid in keep else "outside_kept_corpus")
+            places[place] += 1
+    return dict(sorted(places.items()))
+
+
 def is_dpr_retriever_json(path: str | Path) -> bool:
     """DPR's training files (``nq-train.json``) are one JSON list; the bundle's triples are jsonl."""
     return Path(path).name.endswith((".json", ".json.gz"))
@@ -117,8 +148,9 @@ def main() -> int:
         dpr_input = is_dpr_retriever_json(data["train_gold"])
         triple_ids = set() if dpr_input else {t["passage_id"] for t in records.read_train_gold(data["train_gold"])}
         ids, triple_passages = scan_corpus(data["corpus"], triple_ids)
+        in_corpus = SeenIds(ids)    # membership in the whole input corpus: 2.6 MB for psgs_w100, not a 2 GB set
         required = {pid for qs in test_sets.values() for q in qs for pid in q["gold_ids"]}
-        missing = sorted(required - set(ids))
+        missing = sorted(pid for pid in required if pid not in in_corpus)
         if missing:
             raise DataFormatError(data["corpus"], None, "id", f"{len(missing)} gold passages of the test sets are "
                                   f"not in the corpus, e.g. {missing[:3]}")
@@ -129,9 +161,9 @@ def main() -> int:
 
         # Gold training data: annotated triples (bundle) or DPR retriever-json (paper: passages and BM25 hard
         # negatives are already inside each record, so they are passed through as they are).
-        triples = (list(read_dpr_retriever_json(data["train_gold"])) if dpr_input
-                   else load_train_gold(data["train_gold"], triple_passages))
-        triples = [triples[i] for i in sample_indices(len(triples), data["max_train_triples"], f"{seed}-train")]
+        read = (load_dpr_training(data["train_gold"], data["corpus"], in_corpus) if dpr_input
+                else load_train_gold(data["train_gold"], triple_passages))
+        triples = [read[i] for i in sample_indices(len(read), data["max_train_triples"], f"{seed}-train")]
         nq_dev = load_nq_dev(data["nq_dev"])
         nq_dev = [nq_dev[i] for i in sample_indices(len(nq_dev), data["max_nq_dev"], f"{seed}-nq-dev")]
 
@@ -147,13 +179,16 @@ def main() -> int:
         write_jsonl(paths.NQ_DEV, nq_dev)
 
         figures.update(
+            corpus_passages_read=len(ids),
             corpus_passages=sum(by_source.values()),
             corpus_by_source=dict(sorted(by_source.items())),
             synthetic_pool=data["synthetic_pool"],
             pool_extra_passages=pool_extra_count,
             questions={name: len(qs) for name, qs in test_sets.items()},
             nq_subsets=dict(sorted(Counter(s for q in test_sets.get("nq", []) for s in q["subsets"]).items())),
+            train_records_read=len(read),
             train_triples=len(triples),
+            train_positives=positive_places(triples, keep, dpr_input),
             train_format="dpr-retriever-json" if dpr_input else "triples",
             train_by_source=dict(sorted(Counter(t.get("source", t.get("dataset", "dpr")) for t in triples).items())),
             nq_dev_questions=len(nq_dev),
