@@ -28,14 +28,19 @@ $(STAMP): requirements/base.txt requirements/constraints.txt requirements/models
 	$(PY) -m ecqg.doctor
 	@touch $(STAMP)
 
-# Params are checked (values, cross-key rules; then that every input file exists) before DVC touches any output.
+# Params are checked (values, cross-key rules; then that every input file exists) and dvc.yaml against the code
+# (`python -m ecqg.dag write` regenerates it) before DVC touches any output; afterwards dvc.lock keeps only the
+# entries of the stages the DAG has.
 repro: $(STAMP)
 	$(PY) -m ecqg.config check
 	$(PY) -m ecqg.config inputs
+	$(PY) -m ecqg.dag check
+	$(PY) -m ecqg.dag prune-lock     # before: the report stage lists what dvc.lock holds
 	dvc repro
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check --select F --output-format concise ecqg tests bench
+	$(PY) -m ecqg.dag check
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # make lab   JupyterLab on the repository (open notebooks/; a kernel started there works from the repository root).

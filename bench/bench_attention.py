@@ -1,4 +1,4 @@
-"""Passages/s of the attention study's extraction (``ecqg.attention``: batched, length-sorted [CLS] attention plus
+"""Passages/s of the attention study's extraction (``ecqg.analysis.attention``: batched, length-sorted [CLS] attention plus
 spaCy NER / sentences through ``nlp.pipe``) against a plain per-passage loop.
 
     .venv/bin/python bench/bench_attention.py [--passages 300] [--batch-size 32] [--max-length 128] [--threads N]
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ecqg.attention import cls_attention
+from ecqg.analysis.attention import cls_attention
 from ecqg.data.records import read_corpus
 from ecqg.models import load_spacy
 from ecqg.retrieval.biencoder import BiEncoder

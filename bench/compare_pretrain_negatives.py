@@ -36,7 +36,7 @@ def main() -> None:
     args = parser.parse_args()
 
     params = config.load(args.params)
-    seed = dense.pretrain_seed(params)
+    seed = dense.primary_seed(params)              # the first replicate's pre-training seed
     gold = [r for part in dense.gold_records(params).values() for r in part]
     gold_heldout = split_records(gold, params["dpr"]["finetune"]["heldout"], dense.primary_seed(params))[1]
     synthetic = dense.synthetic_records(args.variant)[:args.max_examples]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import math
 import difflib
 import re
 import shutil
@@ -23,12 +24,16 @@ import yaml
 from ecqg.device import MIXED_PRECISION, is_valid_setting
 from ecqg.errors import ConfigError
 from ecqg.paths import PSEUDO_KINDS
-from ecqg.retrieval.choices import HYBRID_VARIANTS, INDEX_KINDS, RETRIEVERS
+from ecqg.retrieval import train_config
+from ecqg.retrieval.choices import INDEX_KINDS, RETRIEVERS
+from ecqg.variants import TABLE as VARIANT_TABLE
 
 PARAMS_FILE = Path("params.yaml")
 PRESETS_DIR = Path("params")
 BASE_PROFILE = "mini"
-PROFILES = ("smoke", "mini", "study", "paper")
+# The profiles are the presets in params/ (a new one is one file: its overlay of mini), found beside the package so a
+# run from any directory knows them; the tuple is for argparse choices and the rules below.
+PROFILES = tuple(sorted(p.stem for p in (Path(__file__).resolve().parents[1] / PRESETS_DIR).glob("*.yaml")))
 SYNTHETIC_POOLS = ("corpus", "all")   # data.synthetic_pool
 
 
@@ -52,9 +57,10 @@ def _paths(v):
     return bool(v) and all(isinstance(k, str) and isinstance(p, str) and p for k, p in v.items())
 
 
-def _train_rules(prefix: str, eval_every: bool = False, hard_negatives: bool = False, grad_cache: bool = False) -> dict:
-    """The rules of a training block (the settings every trainer here reads)."""
-    rules = {
+def _train_rules(prefix: str) -> dict:
+    """The rules of a Hugging Face Trainer block (the generators, the reader, TempQG's generator;
+    ``ecqg.hf_training``); a DPR training block's are TrainConfig's (:mod:`ecqg.retrieval.train_config`)."""
+    return {
         f"{prefix}.lr": ((float,), _positive, "a number > 0"),
         f"{prefix}.epochs": ((int,), _positive, "an integer > 0"),
         f"{prefix}.batch_size": ((int,), lambda v: v >= 2, "an integer >= 2"),
@@ -64,20 +70,14 @@ def _train_rules(prefix: str, eval_every: bool = False, hard_negatives: bool = F
         f"{prefix}.checkpoint_every": ((int,), _positive, "an integer > 0"),
         f"{prefix}.mixed_precision": ((str,), lambda v: v in MIXED_PRECISION, f"one of {MIXED_PRECISION}"),
     }
-    if eval_every:
-        rules[f"{prefix}.eval_every"] = ((int, type(None)), lambda v: v is None or v > 0,
-                                         "null (validate at the end only) or an integer > 0")
-    if hard_negatives:
-        rules[f"{prefix}.hard_negatives"] = ((int,), _nonneg, "an integer >= 0")
-    if grad_cache:
-        rules[f"{prefix}.grad_cache_chunk_size"] = ((int, type(None)), lambda v: v is None or v > 0,
-                                                    "null or an integer > 0")
-        rules[f"{prefix}.length_bucket_size"] = ((int, type(None)), lambda v: v is None or v > 0,
-                                                 "null or an integer > 0")
-    return rules
 
 
-SELECT_METRICS = ("val_top1", "val_top5", "val_top20")
+# The TrainConfig fields of params' DPR training blocks (dpr.finetune, dpr.pretrain; the rest of a block selects data).
+DPR_TRAIN_KEYS = ("lr", "epochs", "batch_size", "hard_negatives", "warmup_ratio", "weight_decay", "max_steps",
+                  "grad_cache_chunk_size", "length_bucket_size", "mixed_precision", "checkpoint_every", "eval_every")
+DPR_CONVERGENCE_KEYS = ("patience", "select_metric", "snapshot_steps")     # fine-tuning to convergence
+SELECTOR_TRAIN_KEYS = ("lr", "epochs", "batch_size", "warmup_ratio", "weight_decay", "max_steps", "checkpoint_every",
+                       "mixed_precision")                                      # TempQG's template selector
 # dotted key -> (allowed types, check or None, what a valid value looks like)
 RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "profile": ((str,), lambda v: v in PROFILES, f"one of {PROFILES}"),
@@ -117,18 +117,15 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
                           "dpr.seeds)"),
     "dpr.query_max_length": ((int,), lambda v: 8 <= v <= 512, "an integer in [8, 512]"),
     "dpr.passage_max_length": ((int,), lambda v: 16 <= v <= 512, "an integer in [16, 512]"),
-    **_train_rules("dpr.finetune", eval_every=True, hard_negatives=True, grad_cache=True),
+    # the TrainConfig fields a DPR training block sets: their rules are TrainConfig's own (one schema)
+    **train_config.rules("dpr.finetune", DPR_TRAIN_KEYS + DPR_CONVERGENCE_KEYS),
     "dpr.finetune.max_examples": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
     "dpr.finetune.heldout": ((int,), _positive, "an integer > 0"),
     "dpr.finetune.nq_dev_distant": ((bool,), None, "true or false"),
-    "dpr.finetune.patience": ((int, type(None)), lambda v: v is None or v >= 1, "null or an integer >= 1"),
-    "dpr.finetune.select_metric": ((str,), lambda v: v in SELECT_METRICS, f"one of {SELECT_METRICS}"),
-    "dpr.finetune.snapshot_steps": ((list,), lambda v: all(isinstance(n, int) and not isinstance(n, bool) and n >= 1
-                                                           for n in v), "a list of steps >= 1 (may be empty)"),
     "dpr.finetune.validation": ((str,), lambda v: v in ("pool", "corpus"), "pool or corpus"),
     "dpr.finetune.curve_runs": ((bool,), None, "true or false"),
     "dpr.finetune.curve_probe_passages": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
-    **_train_rules("dpr.pretrain", eval_every=True, hard_negatives=True, grad_cache=True),
+    **train_config.rules("dpr.pretrain", DPR_TRAIN_KEYS),
     "dpr.pretrain.heldout": ((int,), _positive, "an integer > 0"),
     "dpr.encode.batch_size": ((int,), _positive, "an integer > 0"),
     "dpr.encode.dtype": ((str,), lambda v: v in ("float32", "float16"), "float32 or float16"),
@@ -186,8 +183,16 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "filtering.max_rank": ((int,), _positive, "an integer > 0"),
     "filtering.depth": ((int,), _positive, "an integer > 0"),
     "mixing.total": ((int,), lambda v: v >= 2, "an integer >= 2"),
-    "hybrid.variants": ((list,), lambda v: bool(v) and len(set(v)) == len(v) and set(v) <= set(HYBRID_VARIANTS),
-                        f"a non-empty list of distinct trained dense variants ({', '.join(HYBRID_VARIANTS)})"),
+    "mixing.require_total": ((bool,), None, "true or false"),
+    **{f"yields.{key}": ((int, float), lambda v: 0 < v <= 1, "a share in (0, 1]") for key in (
+        "parsed_uncon", "parsed_con", "roundtrip", "answer_in_passage", "entity_passages", "distinct")},
+    "mixing.doses": ((list,), lambda v: all(isinstance(n, int) and not isinstance(n, bool) and n >= 2 and n % 2 == 0
+                                            for n in v) and list(v) == sorted(set(v)),
+                     "a list of even sizes >= 2 in increasing order (may be empty)"),
+    "hybrid.variants": ((list,), lambda v: bool(v) and len(set(v)) == len(v) and set(v) <= {x.name for x in
+                                                                                           VARIANT_TABLE},
+                        f"a non-empty list of distinct trained dense variants "
+                        f"({', '.join(x.name for x in VARIANT_TABLE)})"),
     "pseudo.variants": ((list,), lambda v: len(set(v)) == len(v) and set(v) <= set(PSEUDO_KINDS),
                         f"a list of distinct generator-free variants to train, of {PSEUDO_KINDS} (may be empty)"),
     "pseudo.m": ((int,), _positive, "an integer > 0 (TF-IDF words per pseudo-query)"),
@@ -201,7 +206,7 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "tempqg.samples": ((int,), _positive, "an integer > 0"),
     "tempqg.selector.heldout": ((int,), _positive, "an integer > 0"),
     "tempqg.selector.query_max_length": ((int,), _positive, "an integer > 0 (pieces of the passage the selector reads)"),
-    **_train_rules("tempqg.selector.train"),
+    **train_config.rules("tempqg.selector.train", SELECTOR_TRAIN_KEYS),    # a Poly-DPR: TrainConfig's rules
     **_train_rules("tempqg.train"),
     "polydpr.codes": ((int,), _positive, "an integer > 0 (K code vectors per passage; 1 = a single-vector control)"),
     "polydpr.attend": ((str,), lambda v: v in ("content", "all"), "content or all"),
@@ -255,6 +260,54 @@ def _hybrids_trained(flat: dict) -> str | None:
     return None
 
 
+def _doses_below_the_sets(flat: dict) -> str | None:
+    above = [n for n in flat["mixing.doses"] if n >= flat["mixing.total"]]
+    if above:
+        return (f"'mixing.doses' {above} must be below 'mixing.total' ({flat['mixing.total']}): the doses are cuts "
+                "of the sets, whose full size is the fine-tuned variants' dose")
+    return None
+
+
+def expected_pools(flat: dict) -> dict[str, float]:
+    """The unconditioned and conditioned questions stages 02-04 are expected to keep, from the sampling counts and
+    the measured ``yields``: sampled x parsed x stage 1 x stage 2 (``filtering.keep_fraction``; the ``rank`` rule's
+    share is not known in advance, so it counts as 1) x distinct."""
+    stage1 = {"roundtrip": flat["yields.roundtrip"], "answer_in_passage": flat["yields.answer_in_passage"],
+              "none": 1.0}[flat["filtering.stage1"]]
+    hard = flat["filtering.keep_fraction"] if flat["filtering.hardness"] == "lowest_score" else 1.0
+    after = stage1 * hard * flat["yields.distinct"]
+    samples = flat["qg.generate.samples"]
+    conditioned = flat["attention.condition_passages"] or flat["attention.sample_passages"]
+    return {"uncon": flat["qg.generate.uncon_passages"] * samples * flat["yields.parsed_uncon"] * after,
+            "con": conditioned * flat["yields.entity_passages"] * flat["attention.lowest_entities"] * samples
+            * flat["yields.parsed_con"] * after}
+
+
+def _sets_reach_their_size(flat: dict) -> str | None:
+    """With ``mixing.require_total``: UnCon needs ``total`` unconditioned questions after filtering (Mixed's half
+    is taken from them) and Mixed ``total / 2`` conditioned ones; refuse, naming the keys, when the sampling counts
+    times the measured yields fall short."""
+    if not flat["mixing.require_total"]:
+        return None
+    pools, total = expected_pools(flat), flat["mixing.total"]
+    short = []
+    if pools["uncon"] < total:
+        need = math.ceil(flat["qg.generate.uncon_passages"] * total / pools["uncon"])
+        short.append(f"UnCon needs {total:,} unconditioned questions, but 'qg.generate.uncon_passages' "
+                     f"({flat['qg.generate.uncon_passages']:,}) x 'qg.generate.samples' ({flat['qg.generate.samples']}) "
+                     f"x the yields gives ~{pools['uncon']:,.0f}: raise it to {need:,}")
+    if pools["con"] < total / 2:
+        key = "attention.condition_passages" if flat["attention.condition_passages"] else "attention.sample_passages"
+        need = math.ceil(flat[key] * (total / 2) / pools["con"])
+        short.append(f"Mixed needs {total // 2:,} conditioned questions, but '{key}' ({flat[key]:,}) x "
+                     f"'yields.entity_passages' x 'attention.lowest_entities' x 'qg.generate.samples' x the yields "
+                     f"gives ~{pools['con']:,.0f}: raise it to {need:,}")
+    if short:
+        return ("'mixing.total' cannot be reached ('mixing.require_total' is true): " + "; ".join(short)
+                + f" (stage 1 '{flat['filtering.stage1']}', keep_fraction {flat['filtering.keep_fraction']})")
+    return None
+
+
 def _related_seeds_lead_seeds(flat: dict) -> str | None:
     seeds, related = flat["dpr.seeds"], flat["dpr.related_seeds"]
     if related != seeds[:len(related)]:
@@ -286,6 +339,8 @@ def _lowest_below_min_entities(flat: dict) -> str | None:
 
 # Rules that relate several keys: each returns a message naming the keys, or None when the values agree.
 CROSS_RULES: tuple[Callable[[dict], str | None], ...] = (
+    _doses_below_the_sets,
+    _sets_reach_their_size,
     _stride_below_window, _heldout_leaves_training_data, _index_params_fit_kind,
     _lowest_below_min_entities, _hybrid_depth_within_runs, _hybrids_trained, _processes_on_one_gpu,
     _curve_needs_corpus_validation, _related_seeds_lead_seeds)
@@ -362,16 +417,60 @@ def _yaml_float(value: float) -> str:
     return _yaml_number(text)
 
 
-def check_inputs(params: dict, source: str = "params", keys: tuple[str, ...] = INPUT_KEYS) -> dict:
-    """Raise ConfigError naming the dotted key of an input file that does not exist (``data.corpus``,
-    ``data.test_sets.<name>``, ...): before a run, not minutes into it as a bare FileNotFoundError. ``keys``: the
-    inputs to check besides the test sets (a stage checks those it reads)."""
+def _input_problem(path: str) -> tuple[str, bool] | None:
+    """Why ``path`` cannot be read as an input, and whether that is only its absence; None when it is a readable
+    file. No input is a folder: every reader of :mod:`ecqg.data` (``records.read_corpus`` included) reads one file, so
+    a pyserini JsonCollection folder must be given as one .jsonl file, not as the folder."""
+    where = Path(path)
+    if not where.exists():
+        return "which does not exist", True
+    if where.is_dir():
+        return ("which is a folder, not a file (no input is read from a folder; for a pyserini JsonCollection, "
+                "concatenate its .jsonl files into one and name that)"), False
+    if not where.is_file():
+        return "which is not a regular file", False
+    try:
+        with open(where, "rb") as handle:
+            head = handle.read(2)
+    except OSError as exc:
+        return f"which cannot be read ({exc.strerror})", False
+    if where.name.endswith(".gz") and head and head != b"\x1f\x8b":
+        return "which ends in .gz but is not gzip data", False
+    return None
+
+
+def input_problems(params: dict, keys: tuple[str, ...] = INPUT_KEYS) -> list[tuple[str, bool]]:
+    """Every input that is not a readable file, as ``("'data.corpus' names X, which ...", missing)``: all of them at
+    once, so one run of `config inputs` lists everything left to download or fix. ``keys``: the inputs to check
+    besides the test sets (a stage checks those it reads)."""
     flat = _flatten(params)
     named = [(key, flat[key]) for key in keys]
     named += [(f"data.test_sets.{name}", path) for name, path in flat["data.test_sets"].items()]
+    problems = []
     for key, path in named:
-        if not Path(path).exists():
-            raise ConfigError(f"{source}: '{key}' names {path}, which does not exist (in {Path.cwd()})")
+        found = _input_problem(path)
+        if found is not None:
+            problems.append((f"'{key}' names {path}, {found[0]}", found[1]))
+    return problems
+
+
+def _listed(problems: list[str]) -> str:
+    """One problem on the line, several as an indented list (to follow a colon)."""
+    return f" {problems[0]}" if len(problems) == 1 else "".join(f"\n  {problem}" for problem in problems)
+
+
+def _problems_error(source: str, problems: list[str]) -> ConfigError:
+    count = "" if len(problems) == 1 else f" {len(problems)} inputs are missing or wrong:"
+    return ConfigError(f"{source}:{count}{_listed(problems)}\n(paths relative to {Path.cwd()})")
+
+
+def check_inputs(params: dict, source: str = "params", keys: tuple[str, ...] = INPUT_KEYS) -> dict:
+    """Raise ConfigError naming the dotted key of every input that does not exist or is not a readable file
+    (``data.corpus``, ``data.test_sets.<name>``, ...): before a run, not minutes into it as a bare FileNotFoundError
+    or IsADirectoryError. ``keys``: the inputs to check besides the test sets (a stage checks those it reads)."""
+    problems = [message for message, _ in input_problems(params, keys)]
+    if problems:
+        raise _problems_error(source, problems)
     return params
 
 
@@ -494,25 +593,32 @@ def main(argv: list[str] | None = None) -> int:
     use = sub.add_parser("use", help="write params.yaml for a profile")
     use.add_argument("profile", choices=PROFILES)
     use.add_argument("--force", action="store_true", help="overwrite hand edits (kept as params.yaml.bak)")
-    sub.add_parser("check", help="validate params.yaml (values and cross-key rules); list input files not present")
-    sub.add_parser("inputs", help="fail unless every input file params.yaml names exists (make repro runs it)")
+    sub.add_parser("check", help="validate params.yaml (values and cross-key rules); list every input file not "
+                   "present yet, fail on one that is there but not a readable file")
+    sub.add_parser("inputs", help="fail unless every input file params.yaml names exists and is a readable file, "
+                   "listing every one that is not (make repro runs it)")
     args = parser.parse_args(argv)
     try:
         if args.command == "use":
             write_profile(args.profile, force=args.force)
             print(f"params.yaml now holds the '{args.profile}' profile; run `make repro` (dvc repro) to rebuild")
         elif args.command == "check":
-            # a fresh clone of the paper profile has valid params and none of DPR's files yet: say so, do not fail
+            # a fresh clone of the paper profile has valid params and none of DPR's files yet: say so, do not fail;
+            # an input that is there but wrong (a folder, not gzip) fails
             params = load()
-            try:
-                check_inputs(params, str(PARAMS_FILE))
+            problems = input_problems(params)
+            absent = [message for message, missing in problems if missing]
+            wrong = [message for message, missing in problems if not missing]
+            if not problems:
                 print(f"params.yaml is valid (profile {params['profile']}); its input files exist")
-            except ConfigError as missing:
-                print(f"params.yaml is valid (profile {params['profile']}); not present yet: "
-                      f"{str(missing).removeprefix(f'{PARAMS_FILE}: ')} (`make repro` stops until it is)")
+            elif absent:
+                print(f"params.yaml is valid (profile {params['profile']}); not present yet:{_listed(absent)}\n"
+                      f"(paths relative to {Path.cwd()}; `make repro` stops until they are)")
+            if wrong:
+                raise _problems_error(str(PARAMS_FILE), wrong)
         else:
             check_inputs(load(), str(PARAMS_FILE))
-            print("params.yaml: every input file exists")
+            print("params.yaml: every input file exists and is a readable file")
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

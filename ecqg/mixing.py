@@ -102,6 +102,28 @@ def build_sets(uncon: Sequence[Mapping], con: Sequence[Mapping], total: int, see
     return mixed, uncon_set, stats
 
 
+def dose_sets(uncon_set: Sequence[Mapping], mixed: Sequence[Mapping], sizes: Sequence[int], seed: int
+              ) -> dict[int, tuple[list[dict], list[dict]]]:
+    """``{size: (uncon, mixed)}``: the two sets cut to each dose of the dose curve (``mixing.doses``).
+
+    UnCon's dose is the first ``size`` of its seeded sample, Mixed's the first ``size // 2`` questions of each
+    generator in its shuffled order, shuffled again (seeded): random subsets, each dose inside every larger one, so
+    the curve adds questions rather than drawing new sets. A dose above what the sets hold is an error.
+    """
+    con = [dict(r) for r in mixed if r["generator"] == "con"]
+    unc = [dict(r) for r in mixed if r["generator"] == "uncon"]
+    out = {}
+    for size in sizes:
+        half = size // 2
+        if size > len(uncon_set) or half > min(len(con), len(unc)):
+            raise ValueError(f"mixing.doses: a dose of {size} questions, but the sets hold {len(uncon_set)} "
+                             f"(UnCon) and {len(con)} + {len(unc)} (Mixed); lower the dose or raise mixing.total")
+        dose_mixed = con[:half] + unc[:half]
+        random.Random(f"{seed}-dose-{size}").shuffle(dose_mixed)
+        out[size] = ([dict(r) for r in uncon_set[:2 * half]], dose_mixed)
+    return out
+
+
 # ============================================================================================== hard negatives
 def dpr_examples(records: Sequence[Mapping], searcher, passages: Mapping[str, Mapping], depth: int = 100,
                  threads: int = 2, progress: bool = True, where: str = "generated questions"

@@ -22,6 +22,9 @@ POOL_EXTRA = PREPARED / "pool_extra.jsonl"
 BM25_INDEX = OUTPUTS / "indexes" / "bm25"
 TFIDF_INDEX = OUTPUTS / "indexes" / "tfidf"
 
+# Stage `tokenize_corpus`: the corpus in the base model's word pieces, read by every dense encoding (Arrow).
+TOKENIZED_CORPUS = OUTPUTS / "tokenized" / "corpus"
+
 # Stage `training_data`: the gold DPR training set in DPR retriever-json format (BM25 hard negatives):
 # annotated triples, and NQ dev questions with BM25-mined positives (distant supervision).
 GOLD_DPR = OUTPUTS / "train" / "gold_dpr.json"
@@ -64,7 +67,6 @@ PSEUDO_KINDS = ("etm", "rsm")
 # and its DPR retriever-json set (Luo et al. 2022).
 TEMPQG = OUTPUTS / "tempqg"
 TEMPQG_CHECKPOINTS = CHECKPOINTS / "tempqg"
-TEMPQG_GENERATOR = "tempqg"                  # the generator's (and its set's and DPR variant's) name
 
 # Notebooks, figures.
 NOTEBOOKS_SRC = Path("notebooks")
@@ -102,8 +104,6 @@ def dense_index_dir(variant: str, seed: int | None = None) -> Path:
     return DENSE_INDEXES / (variant if seed is None else f"{variant}_s{seed}")
 
 
-GENERATORS = ("uncon", "con")               # the two question generators: unconditioned, entity-conditioned
-SAMPLED_GENERATORS = GENERATORS + (TEMPQG_GENERATOR,)   # every generator whose records the filters read
 
 
 def generator_dir(generator: str) -> Path:
@@ -118,14 +118,6 @@ def generated_file(generator: str) -> Path:
 def kept_file(generator: str) -> Path:
     """Generated questions of a generator that passed both filters."""
     return FILTERING / f"kept_{generator}.jsonl"
-
-
-def synthetic_set(variant: str) -> Path:
-    """A pre-training set: stage 04's ``uncon`` / ``mixed``, stage pseudo_queries' ``etm`` / ``rsm``, or stage
-    tempqg's ``tempqg``."""
-    if variant == TEMPQG_GENERATOR:
-        return TEMPQG / f"{variant}.json"
-    return (PSEUDO if variant in PSEUDO_KINDS else SYNTHETIC) / f"{variant}.json"
 
 
 def metrics_dir(profile: str) -> Path:

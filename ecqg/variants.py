@@ -21,7 +21,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ecqg import paths
+from ecqg import paths, schemes
+
+TEMPQG = schemes.TEMPQG.name       # the template-conditioned scheme names its set and its DPR variant too
 
 PAPER, RELATED = "paper", "related"          # which seed list: dpr.seeds | dpr.related_seeds
 SEED_LISTS = {PAPER: "dpr.seeds", RELATED: "dpr.related_seeds"}
@@ -32,21 +34,19 @@ PRE_SUFFIX = "_pre"                          # uncon_pre: a pre-trained variant 
 
 @dataclass(frozen=True)
 class SyntheticSet:
-    """A pre-training set (DPR retriever-json): the file, the stage that writes it, and the params list that must
-    name it for the profile to build it (None: always built)."""
+    """A pre-training set (DPR retriever-json): the file and the stage that writes it."""
 
     name: str
     path: Path
     stage: str
-    enabled_by: str | None = None
 
 
 SETS: dict[str, SyntheticSet] = {s.name: s for s in (
     SyntheticSet("uncon", paths.SYNTHETIC / "uncon.json", "mixing"),
     SyntheticSet("mixed", paths.SYNTHETIC / "mixed.json", "mixing"),
-    SyntheticSet("etm", paths.PSEUDO / "etm.json", "pseudo_queries", enabled_by="pseudo.variants"),
-    SyntheticSet("rsm", paths.PSEUDO / "rsm.json", "pseudo_queries", enabled_by="pseudo.variants"),
-    SyntheticSet(paths.TEMPQG_GENERATOR, paths.TEMPQG / f"{paths.TEMPQG_GENERATOR}.json", "tempqg"),
+    SyntheticSet("etm", paths.PSEUDO / "etm.json", "pseudo_queries"),
+    SyntheticSet("rsm", paths.PSEUDO / "rsm.json", "pseudo_queries"),
+    SyntheticSet(TEMPQG, paths.TEMPQG / f"{TEMPQG}.json", "tempqg"),
 )}
 DOSED_SETS = ("uncon", "mixed")              # stage 04 also writes these at each size of ``mixing.doses``
 
@@ -62,6 +62,7 @@ class Variant:
     seeds: str = RELATED
     against: tuple[str, ...] = ()            # trained rows it is compared with (variant names, "bm25")
     pre_against: tuple[str, ...] = ()        # its pre-training-only row against these (variants' pre rows, "untrained")
+    enabled_by: str | None = None            # a params list that must name it for the profile to train it
     note: str = field(default="", compare=False)
 
     @property
@@ -78,11 +79,6 @@ class Variant:
     def pretrained(self) -> bool:
         return bool(self.pretrain)
 
-    @property
-    def enabled_by(self) -> str | None:
-        """The params list that must name this variant (its sets') for a profile to train it."""
-        return next((SETS[s].enabled_by for s in self.pretrain if SETS[s].enabled_by), None)
-
     def retriever_kind(self, params: Mapping) -> str:
         return self.kind or params["dpr"]["model"]
 
@@ -96,33 +92,37 @@ TABLE: tuple[Variant, ...] = (
             pre_against=("uncon", "untrained"),
             note="pre-trained on entity-conditioned + unconditioned questions, half each (stage 04): the paper's"),
     Variant("etm", "ETM-DPR", pretrain=("etm",), against=("baseline",), pre_against=("untrained",),
+            enabled_by="pseudo.variants",
             note="generator-free pseudo-queries, title + top TF-IDF words (Luo et al. 2022, §5)"),
     Variant("rsm", "RSM-DPR", pretrain=("rsm",), against=("baseline",), pre_against=("untrained",),
+            enabled_by="pseudo.variants",
             note="generator-free pseudo-queries, one sentence reduced to its top TF-IDF words (Luo et al. 2022)"),
-    Variant(paths.TEMPQG_GENERATOR, "TempQG-DPR", pretrain=(paths.TEMPQG_GENERATOR,),
+    Variant(TEMPQG, "TempQG-DPR", pretrain=(TEMPQG,),
             against=("uncon", "baseline"), pre_against=("uncon", "untrained"),
             note="template-conditioned questions (Luo et al. 2022, §4; stage tempqg)"),
     Variant("poly_baseline", "Poly-DPR", kind="polydpr", against=("baseline",),
             note="Poly-DPR (Luo et al. 2022, §3.2) trained like DPR"),
     Variant("poly_mixed", "Mixed Poly-DPR", kind="polydpr", pretrain=("mixed",), against=("mixed", "poly_baseline"),
             note="Poly-DPR pre-trained on Mixed's set: the 2 x 2 of architecture and data"),
-    Variant("poly_rsm_tempqg", "Poly-DPR, RSM then TempQG", kind="polydpr", pretrain=("rsm", paths.TEMPQG_GENERATOR),
-            against=("poly_baseline", "baseline", paths.TEMPQG_GENERATOR),
+    Variant("poly_rsm_tempqg", "Poly-DPR, RSM then TempQG", kind="polydpr", pretrain=("rsm", TEMPQG),
+            against=("poly_baseline", "baseline", TEMPQG),
             note="Luo et al.'s best BioASQ recipe: Poly-DPR pre-trained on RSM, then on TempQG's questions"),
 )
 # Comparisons a variant enters as B where A is declared earlier in the table cannot be written there; these are the
 # generated sets against the generator-free ones and TempQG's (does the question generator matter?).
 GENERATOR_PAIRS: tuple[tuple[str, str], ...] = (
-    ("uncon", "etm"), ("uncon", "rsm"), ("mixed", "etm"), ("mixed", "rsm"), ("mixed", paths.TEMPQG_GENERATOR),
-    (paths.TEMPQG_GENERATOR, "etm"), (paths.TEMPQG_GENERATOR, "rsm"))
+    ("uncon", "etm"), ("uncon", "rsm"), ("mixed", "etm"), ("mixed", "rsm"), ("mixed", TEMPQG),
+    (TEMPQG, "etm"), (TEMPQG, "rsm"))
 
 
-def by_name(table: Sequence[Variant] = TABLE) -> dict[str, Variant]:
+def by_name(table: Sequence[Variant] | None = None) -> dict[str, Variant]:
+    table = TABLE if table is None else table
     return {v.name: v for v in table}
 
 
-def get(name: str, table: Sequence[Variant] = TABLE) -> Variant:
+def get(name: str, table: Sequence[Variant] | None = None) -> Variant:
     """The variant called ``name``, also a dose variant (``uncon_d10000``); a clear error for an unknown one."""
+    table = TABLE if table is None else table
     known = by_name(table)
     if name in known:
         return known[name]
@@ -140,9 +140,10 @@ def dose_set(base: str, size: int) -> SyntheticSet:
     return SyntheticSet(f"{base}_d{size}", paths.SYNTHETIC / "doses" / f"{base}_d{size}.json", "mixing")
 
 
-def dose_variant(base: str, size: int, table: Sequence[Variant] = TABLE) -> Variant:
+def dose_variant(base: str, size: int, table: Sequence[Variant] | None = None) -> Variant:
     """``base`` (uncon or mixed) pre-trained on its set at ``size`` questions: pre-training only (the dose curve's
     rows right after pre-training); the fine-tuned rows are the main variants at ``mixing.total``."""
+    table = TABLE if table is None else table
     if base not in DOSED_SETS:
         raise ValueError(f"no doses of '{base}': only of {', '.join(DOSED_SETS)}")
     main = by_name(table)[base]
@@ -173,13 +174,12 @@ def _dotted(params: Mapping, key: str):
 
 def enabled(variant: Variant, params: Mapping) -> bool:
     """Does the profile train ``variant``? (ETM / RSM only where ``pseudo.variants`` names them.)"""
-    if variant.enabled_by is None:
-        return True
-    return all(s in _dotted(params, variant.enabled_by) for s in variant.pretrain if SETS[s].enabled_by)
+    return variant.enabled_by is None or variant.name in _dotted(params, variant.enabled_by)
 
 
-def trained(params: Mapping, table: Sequence[Variant] = TABLE) -> list[Variant]:
+def trained(params: Mapping, table: Sequence[Variant] | None = None) -> list[Variant]:
     """The variants the profile trains, in table order."""
+    table = TABLE if table is None else table
     return [v for v in table if enabled(v, params)]
 
 
@@ -189,23 +189,30 @@ def seeds(variant: Variant | str, params: Mapping) -> list[int]:
     return [int(s) for s in _dotted(params, SEED_LISTS[variant.seeds])]
 
 
-def label(system: str, table: Sequence[Variant] = TABLE) -> str:
+def label(system: str, table: Sequence[Variant] | None = None) -> str:
     """Table 3's label of a row (``dpr_mixed`` -> "Mixed-DPR (ours)", ``dpr_mixed_pre`` -> "Mixed, pre-training only
-    (ours)"); other systems (sparse, hybrids) are labelled where they are made."""
+    (ours)", ``dpr_mixed_d5000_pre`` -> "Mixed, 5,000 questions, pre-training only (ours)"); other systems
+    (sparse, hybrids) are labelled where they are made."""
+    table = TABLE if table is None else table
     known = by_name(table)
     name = system.removeprefix("dpr_")
-    if name.endswith(PRE_SUFFIX) and name.removesuffix(PRE_SUFFIX) in known:
-        base = known[name.removesuffix(PRE_SUFFIX)]
-        return f"{base.label.removesuffix('-DPR').removesuffix(' Poly-DPR')}, pre-training only (ours)"
+    if name.endswith(PRE_SUFFIX):
+        try:
+            base = get(name.removesuffix(PRE_SUFFIX), table)
+        except ValueError:
+            return system
+        short = base.label if base.label.endswith("Poly-DPR") else base.label.removesuffix("-DPR")   # UnCon, ...
+        return f"{short}, pre-training only (ours)"
     if name in known:
         return f"{known[name].label} (ours)"
     return system
 
 
-def pairs(params: Mapping, table: Sequence[Variant] = TABLE) -> list[tuple[str, str]]:
+def pairs(params: Mapping, table: Sequence[Variant] | None = None) -> list[tuple[str, str]]:
     """The comparisons (A - B) among the dense rows the profile has: each variant against what it declares, its
     pre-training-only row against what it declares, and :data:`GENERATOR_PAIRS`; pairs with a row the profile lacks
     are left out."""
+    table = TABLE if table is None else table
     names = {v.name for v in trained(params, table)}
 
     def row(name: str, pre: bool = False) -> str | None:
@@ -225,8 +232,61 @@ def pairs(params: Mapping, table: Sequence[Variant] = TABLE) -> list[tuple[str, 
     return [(a, b) for a, b in dict.fromkeys(out) if a and b]
 
 
-def paper_pairs(table: Sequence[Variant] = TABLE) -> list[tuple[str, str]]:
+def paper_pairs(table: Sequence[Variant] | None = None) -> list[tuple[str, str]]:
     """The paper's own orderings: comparisons among the ``paper`` variants (UnCon - DPR, Mixed - UnCon, Mixed -
     DPR)."""
+    table = TABLE if table is None else table
     paper = {v.name for v in table if v.seeds == PAPER}
     return [(f"dpr_{v.name}", f"dpr_{b}") for v in table if v.name in paper for b in v.against if b in paper]
+
+
+# ----------------------------------------------------------------------------------------------- stage names
+# dvc.yaml's blocks (``python -m ecqg.dag``): a variant's pre-training and fine-tuning have blocks of their own
+# (``pretrain_uncon@2022``, ``finetune_baseline@2022``), except variants a params list switches on, which share one
+# (``finetune_pseudo@etm-2022``); retrieval needs no per-variant settings, so one block serves each seed list
+# (``retrieve_dense@mixed-2022``, ``retrieve_dense_related@tempqg-2022``, ``retrieve_dense_pseudo@etm-2022``, and
+# ``retrieve_pretrained[_related|_pseudo]@...`` for the models right after pre-training); the dose curve has
+# ``pretrain_dose@uncon-10000-2022`` and ``retrieve_dose@...``.
+RETRIEVAL_PHASES = ("retrieve", "retrieve_pre")
+
+
+def group(variant: Variant) -> str | None:
+    """The shared block of variants a params list switches on (``pseudo`` for ``pseudo.variants``), else None."""
+    return variant.enabled_by.split(".")[0] if variant.enabled_by else None
+
+
+def is_dose(variant: Variant) -> bool:
+    return variant.name.rpartition("_d")[0] in DOSED_SETS and variant not in TABLE
+
+
+def block(phase: str, variant: Variant) -> str:
+    """The dvc.yaml block that runs ``phase`` (pretrain | finetune | retrieve | retrieve_pre) for ``variant``."""
+    if is_dose(variant):
+        if phase not in ("pretrain", "retrieve_pre"):
+            raise ValueError(f"{variant.name} is a dose of the curve: it is pre-trained and searched with right after "
+                             f"pre-training only, so it has no {phase!r} stage (the fine-tuned rows are the full sets')")
+        return {"pretrain": "pretrain_dose", "retrieve_pre": "retrieve_dose"}[phase]
+    if phase in RETRIEVAL_PHASES:
+        shared = group(variant) or ("related" if variant.seeds == RELATED else "")
+        return "_".join(p for p in ("retrieve_pretrained" if phase == "retrieve_pre" else "retrieve_dense", shared)
+                        if p)
+    return f"{phase}_{group(variant) or variant.name}"
+
+
+def shares_block(phase: str, variant: Variant) -> bool:
+    """Is ``variant`` one item of a block's ``variant`` axis (rather than the block's only variant)?"""
+    return phase in RETRIEVAL_PHASES or group(variant) is not None
+
+
+def stage_name(phase: str, variant: str, seed: int) -> str:
+    """The stage (as DVC names it) that runs ``phase`` for replicate ``seed`` of ``variant``."""
+    v = get(variant)
+    name = block(phase, v)
+    if is_dose(v):
+        base, _, size = v.name.rpartition("_d")
+        return f"{name}@{base}-{size}-{seed}"
+    return f"{name}@{v.name}-{seed}" if shares_block(phase, v) else f"{name}@{seed}"
+
+
+def pretrain_stage(variant: str, seed: int) -> str:
+    return stage_name("pretrain", variant, seed)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
-from ecqg import attention as A
+from ecqg.analysis import attention as A
 from ecqg.models import resolve_model
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
 from ecqg.text import Entity
@@ -197,7 +197,7 @@ def test_model_without_attentions_fails_clearly(tiny):
 
 def test_figures_build(tiny):
     study = A.analyze_passages(tiny, PASSAGES, progress=False)
-    from ecqg import plots
+    from ecqg.analysis import plots
 
     words = A.word_attention(study.attention[0], PASSAGES[0]["text"])
     spans = A.word_spans(words, [o for occ in study.entities.occurrences[study.entities.passage_id == "a"]

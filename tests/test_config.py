@@ -231,3 +231,24 @@ def test_keys_a_preset_gained_since_are_not_hand_edits(tmp_path, presets):
     assert config.hand_edits(target, presets) == []
     target.write_text(target.read_text().replace("k1: 0.9", "k1: 1.2"))
     assert config.hand_edits(target, presets) == ["bm25.k1"]
+
+
+def test_a_profile_that_cannot_reach_its_set_sizes_is_refused_naming_the_keys():
+    """The paper profile must reach 1M UnCon / 500k + 500k Mixed after filtering: its sampling counts follow from the
+    measured yields, and `config check` refuses counts that fall short before any stage runs."""
+    paper = config.preset("paper", REPO / "params")
+    config.validate(paper)                                   # as shipped: ~1.02M and ~509k expected
+    pools = config.expected_pools(config._flatten(paper))
+    assert pools["uncon"] >= 1_000_000 and pools["con"] >= 500_000
+    paper["qg"]["generate"]["uncon_passages"] = 500_000      # the count before the yields were planned with
+    paper["attention"]["condition_passages"] = 400_000
+    with pytest.raises(ConfigError) as err:
+        config.validate(paper)
+    message = str(err.value)
+    assert "'qg.generate.uncon_passages' (500,000)" in message and "raise it to 2,44" in message
+    assert "'attention.condition_passages' (400,000)" in message and "'mixing.require_total' is true" in message
+    # the study's arithmetic against what its stages kept (results/study: 5,912 and 5,138): within 1%
+    study = config.expected_pools(config._flatten(config.preset("study", REPO / "params")))
+    assert abs(study["uncon"] / 5912 - 1) < 0.01 and abs(study["con"] / 5138 - 1) < 0.01
+    mini = config.preset("mini", REPO / "params")                    # mini shrinks its sets instead (logged)
+    assert not mini["mixing"]["require_total"] and config.validate(mini)

@@ -63,6 +63,7 @@ def test_patience_stops_and_keeps_the_best_epoch_end(tokenizer, tmp_path):
     history = train_biencoder(model, records(), None, cfg, tmp_path / "run", progress=False, validate=validate)
     assert validate.steps == [2, 3, 6, 9, 12]                       # 6 best, then 9 and 12 worse: stop after 12
     assert history[-1]["step"] == 12 and history[-1]["epoch"] == 3
+    assert history[-1]["stopped_by"] == "patience"                  # recorded, not worked out again by the report
     assert [h["step"] for h in history if h.get(convergence.BEST)] == [3, 6]
     assert convergence.selected_step(history, "val_top20") == 6
     for name, value in model.state_dict().items():                 # the model returned is the step-6 one
@@ -85,6 +86,7 @@ def test_a_cut_run_decides_as_an_uninterrupted_one(tokenizer, tmp_path):
         train_biencoder(tiny_biencoder(tokenizer, dropout=0.0), records(), None, cfg, tmp_path / "cut",
                         progress=False, validate=Scripted(scores), callback=cut)
     # the epoch-6 end was checkpointed (every validated epoch end is): the resumed run validates 9 and 12 only
+    assert whole[-1]["stopped_by"] == "patience"
     resumed_validation = Scripted(scores[2:])
     model = tiny_biencoder(tokenizer, dropout=0.0)
     again = train_biencoder(model, records(), None, cfg, tmp_path / "cut", progress=False,

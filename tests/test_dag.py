@@ -20,41 +20,39 @@ from dvc.dependency.param import ParamsDependency  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
+from ecqg.variants import stage_name  # noqa: E402  (how stages are named; not which stages a param rebuilds)
+
 PARAMS = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
 SEEDS = PARAMS["dpr"]["seeds"]           # matrix stage names
 SEED = SEEDS[0]                          # the first seed's baseline feeds the attention study and the filter
 RELATED = PARAMS["dpr"]["related_seeds"]  # the related system's retrievers and the hybrids
-SYNTHETIC = {f"{stage}@{variant}-{seed}" for seed in SEEDS for stage in ("dpr_synthetic", "retrieve_dense")
-             for variant in ("uncon", "mixed")}            # every seed's UnCon-DPR / Mixed-DPR and their retrieval
-# pre-trained once per variant (every seed fine-tunes from it), and searched with as it is
-SYNTHETIC |= {f"dpr_pretraining@{v}" for v in ("uncon", "mixed")} | {"dpr_pretraining_poly@mixed"}
-SYNTHETIC |= {f"retrieve_pretrained@{v}_pre" for v in ("uncon", "mixed")}
-SYNTHETIC |= {f"{stage}-{seed}" for seed in RELATED
-              for stage in ("dpr_poly_synthetic@mixed", "retrieve_dense_related@poly_mixed")}   # ... Mixed Poly-DPR
-PSEUDO = {"pseudo_queries"} | {f"{stage}@{variant}-{seed}" for seed in RELATED for variant in ("etm", "rsm")
-                               for stage in ("dpr_pseudo", "retrieve_dense_pseudo")}   # ETM / RSM: UnCon's passages
-PSEUDO |= {f"{stage}@{v}" for v in ("etm", "rsm") for stage in ("dpr_pretraining_pseudo", "retrieve_pretrained_pseudo")}
+
+
+def replicate(variant: str, seeds, pretrained: bool = True) -> set[str]:
+    """Every stage of each replicate of ``variant``: its pre-training, fine-tuning and both searches."""
+    phases = ("pretrain", "finetune", "retrieve", "retrieve_pre") if pretrained else ("finetune", "retrieve")
+    return {stage_name(phase, variant, seed) for seed in seeds for phase in phases}
+
+
+SYNTHETIC = replicate("uncon", SEEDS) | replicate("mixed", SEEDS) | replicate("poly_mixed", RELATED)
+PSEUDO = {"pseudo_queries"} | replicate("etm", RELATED) | replicate("rsm", RELATED)   # ETM / RSM: UnCon's passages
 SYNTHETIC |= PSEUDO
 # TempQG: its stage over UnCon's passages, TempQG-DPR, and Luo et al.'s recipe (Poly-DPR, RSM then TempQG)
-LUO = {"dpr_pretraining_poly_rsm_tempqg"} | {f"{stage}{seed}" for seed in RELATED for stage in (
-    "dpr_poly_rsm_tempqg@", "retrieve_dense_related@poly_rsm_tempqg-")}
-TEMPQG = {"tempqg", "dpr_pretraining_tempqg", "retrieve_pretrained@tempqg_pre", *LUO} | {
-    f"{stage}{seed}" for seed in RELATED for stage in ("dpr_tempqg@", "retrieve_dense_related@tempqg-")}
+LUO = replicate("poly_rsm_tempqg", RELATED)
+TEMPQG = {"tempqg"} | replicate("tempqg", RELATED) | LUO
 SYNTHETIC |= TEMPQG
 SYNTHETIC |= {f"hybrid@{variant}-{seed}" for seed in RELATED for variant in PARAMS["hybrid"]["variants"]
               if variant in ("uncon", "mixed", "poly_mixed")}   # ... and their BM25 hybrids
 HYBRIDS = {f"hybrid@{variant}-{seed}" for seed in RELATED for variant in PARAMS["hybrid"]["variants"]}
 UPSTREAM = {"prepare", "index_bm25", "index_tfidf", "retrieve@bm25", "retrieve@tfidf", "training_data",
-            "retrieve_untrained", "attention_bias"} | {f"{stage}@baseline-{seed}" for seed in SEEDS
-                                                       for stage in ("dpr_training", "retrieve_dense")}
-POLY = {f"{stage}-{seed}" for seed in RELATED
-        for stage in ("dpr_poly_training@poly_baseline", "dpr_poly_synthetic@mixed",
-                      "retrieve_dense_related@poly_baseline", "retrieve_dense_related@poly_mixed")}
+            "retrieve_untrained", "attention_bias"} | replicate("baseline", SEEDS, pretrained=False)
+POLY = replicate("poly_baseline", RELATED, pretrained=False) | replicate("poly_mixed", RELATED)
 POLY |= {f"hybrid@{variant}-{seed}" for seed in RELATED for variant in PARAMS["hybrid"]["variants"]
-         if variant.startswith("poly_")} | {"dpr_pretraining_poly@mixed"}
+         if variant.startswith("poly_")}
 SPEC = {
     "qg.generate.top_k": {"question_generation", "filtering", "mixing", *SYNTHETIC, "results", "mechanism", "report"},
     "mixing.total": {"mixing", *SYNTHETIC, "results", "mechanism", "report"},
+    "mixing.doses": {"mixing", *SYNTHETIC, "results", "mechanism", "report"},
     # more seeds add matrix stages; of the existing ones only the aggregation reruns (not 01 / 03, not seed 1's models)
     "dpr.seeds": {"results", "mechanism", "report"},
     "dpr.related_seeds": {"results", "mechanism", "report"},
@@ -127,76 +125,77 @@ def test_every_listed_param_exists_in_its_params_file(graph):
                          "`make profile P=...` after editing params/*.yaml?):\n" + "\n".join(missing))
 
 
-def test_more_seeds_add_one_training_and_one_retrieval_per_variant_and_seed(tmp_path):
-    """dvc.yaml with ``dpr.seeds: [1, 2]`` and ``dpr.related_seeds: [1]``: the paper's variants get a training and a
-    retrieval stage per seed, the related system's (Poly-DPR, ETM / RSM, TempQG) and the hybrids per related seed;
-    all feed the results stage."""
+def _graph_for(tmp_path, params: dict):
     import shutil
     import subprocess
 
     shutil.copy(REPO / "dvc.yaml", tmp_path / "dvc.yaml")
-    params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
-    params["dpr"]["seeds"], params["dpr"]["related_seeds"] = [1, 2], [1]
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     with dvc_repo.Repo.init(str(tmp_path)) as repo:
         graph = repo.index.graph
-        names = {s.name: s for s in graph.nodes}   # addressing would be relative to the cwd
-        seeded = {f"{stage}@{variant}-{seed}" for seed in (1, 2)
-                  for stage, variants in (("dpr_training", ["baseline"]), ("dpr_synthetic", ["uncon", "mixed"]),
-                                          ("retrieve_dense", ["baseline", "uncon", "mixed"]))
-                  for variant in variants}
-        related = {f"{stage}@{variant}-1"
-                   for stage, variants in (("dpr_pseudo", ["etm", "rsm"]), ("retrieve_dense_pseudo", ["etm", "rsm"]),
-                                           ("dpr_poly_training", ["poly_baseline"]), ("dpr_poly_synthetic", ["mixed"]),
-                                           ("retrieve_dense_related", ["tempqg", "poly_baseline", "poly_mixed",
-                                                                       "poly_rsm_tempqg"]),
-                                           ("hybrid", params["hybrid"]["variants"]))
-                   for variant in variants} | {"dpr_tempqg@1", "dpr_poly_rsm_tempqg@1"}
-        assert seeded | related <= set(names) and not any(n.endswith(f"-{SEED}") for n in names)
-        assert not {n for n in names if n.endswith("-2") or n.endswith("@2")} - seeded   # seed 2: the paper's only
-        for variant in ("uncon", "mixed"):        # one pre-training per variant, feeding the fine-tuning of each seed
-            assert f"dpr_pretraining@{variant}" in names and f"retrieve_pretrained@{variant}_pre" in names
-            for seed in (1, 2):
-                fine_tuning = names[f"dpr_synthetic@{variant}-{seed}"]
-                assert names[f"dpr_pretraining@{variant}"] in nx.descendants(graph, fine_tuning)
-        results_needs = {s.name for s in nx.descendants(graph, names["results"])}
-        assert {n for n in seeded | related if n.startswith(("retrieve_dense", "hybrid"))} <= results_needs
-        assert {f"retrieve_pretrained@{v}_pre" for v in ("uncon", "mixed")} <= results_needs
-        assert {f"retrieve_pretrained_pseudo@{v}" for v in ("etm", "rsm")} <= results_needs
-        assert not any(n.startswith("dpr_pretraining") and n[-1].isdigit() for n in names)   # not one per seed
-        mechanism_needs = {s.name for s in nx.descendants(graph, names["mechanism"])}
-        assert {n for n in seeded if n.startswith("dpr_")} <= mechanism_needs
-        # the first seed's baseline feeds the attention study and the filter; the second seed's does not
-        study_needs = {s.name for s in nx.descendants(graph, names["attention_bias"])}
-        assert "dpr_training@baseline-1" in study_needs and "dpr_training@baseline-2" not in study_needs
-        assert "retrieve_dense@baseline-1" in {s.name for s in nx.descendants(graph, names["filtering"])}
+        return graph, {s.name: s for s in graph.nodes}   # addressing would be relative to the cwd
+
+
+def test_more_seeds_add_one_replicate_per_variant_and_seed(tmp_path):
+    """dvc.yaml with ``dpr.seeds: [1, 2]`` and ``dpr.related_seeds: [1]``: the paper's variants get a replicate per
+    seed (a pre-training, a fine-tuning from it, both searches), the related system's (Poly-DPR, ETM / RSM, TempQG)
+    and the hybrids one per related seed; all feed the results stage."""
+    params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    params["dpr"]["seeds"], params["dpr"]["related_seeds"] = [1, 2], [1]
+    graph, names = _graph_for(tmp_path, params)
+    seeded = replicate("baseline", (1, 2), pretrained=False) | replicate("uncon", (1, 2)) | replicate("mixed", (1, 2))
+    related = (replicate("etm", (1,)) | replicate("rsm", (1,)) | replicate("tempqg", (1,))
+               | replicate("poly_baseline", (1,), pretrained=False) | replicate("poly_mixed", (1,))
+               | replicate("poly_rsm_tempqg", (1,)) | {f"hybrid@{v}-1" for v in params["hybrid"]["variants"]})
+    assert seeded | related <= set(names) and not any(n.endswith((f"-{SEED}", f"@{SEED}")) for n in names)
+    assert not {n for n in names if n.endswith(("-2", "@2"))} - seeded   # seed 2: the paper's variants only
+    for variant in ("uncon", "mixed"):        # each replicate fine-tunes from its own pre-training
+        for seed in (1, 2):
+            fine_tuning = names[stage_name("finetune", variant, seed)]
+            own = names[stage_name("pretrain", variant, seed)]
+            other = names[stage_name("pretrain", variant, 3 - seed)]
+            assert own in nx.descendants(graph, fine_tuning) and other not in nx.descendants(graph, fine_tuning)
+    results_needs = {s.name for s in nx.descendants(graph, names["results"])}
+    assert {n for n in seeded | related if n.startswith(("retrieve_", "hybrid"))} <= results_needs
+    mechanism_needs = {s.name for s in nx.descendants(graph, names["mechanism"])}
+    assert {n for n in seeded if n.startswith(("pretrain", "finetune"))} <= mechanism_needs
+    # the first seed's baseline feeds the attention study and the filter; the second seed's does not
+    study_needs = {s.name for s in nx.descendants(graph, names["attention_bias"])}
+    assert stage_name("finetune", "baseline", 1) in study_needs
+    assert stage_name("finetune", "baseline", 2) not in study_needs
+    assert stage_name("retrieve", "baseline", 1) in {s.name for s in nx.descendants(graph, names["filtering"])}
+
+
+def test_the_dose_curve_pre_trains_every_seed_at_every_dose(tmp_path):
+    """``mixing.doses: [4, 8]``: UnCon and Mixed pre-trained on each dose's set with every seed, and searched with;
+    stage 04 makes the sets; 06 and 07 read the runs."""
+    params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    params["dpr"]["seeds"], params["mixing"]["doses"] = [1, 2], [4, 8]
+    graph, names = _graph_for(tmp_path, params)
+    doses = {f"{stage}@{base}-{size}-{seed}" for stage in ("pretrain_dose", "retrieve_dose")
+             for base in ("uncon", "mixed") for size in (4, 8) for seed in (1, 2)}
+    assert doses <= set(names)
+    assert names["mixing"] in nx.descendants(graph, names["pretrain_dose@mixed-8-2"])
+    assert doses <= {s.name for s in nx.descendants(graph, names["results"])}
 
 
 def test_the_study_profile_trains_no_etm_rsm_and_fuses_the_two_by_two(tmp_path):
     """dvc.yaml with ``make profile P=study``'s params: ``pseudo.variants: []`` leaves no ETM / RSM training or
-    retrieval stage; DPR, UnCon-DPR and Mixed-DPR train with three seeds, the related system's retrievers with the
+    retrieval stage; DPR, UnCon-DPR and Mixed-DPR train with every seed, the related system's retrievers with the
     first, and the 2 x 2 (DPR, Mixed-DPR, Poly-DPR, Mixed Poly-DPR) is fused with BM25 at that seed."""
-    import shutil
-    import subprocess
-
     from ecqg import config
 
-    shutil.copy(REPO / "dvc.yaml", tmp_path / "dvc.yaml")
-    (tmp_path / "params.yaml").write_text(config.render_profile("study", REPO / "params"), encoding="utf-8")
-    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
-    with dvc_repo.Repo.init(str(tmp_path)) as repo:
-        names = {s.name for s in repo.index.graph.nodes}
+    graph, names = _graph_for(tmp_path, yaml.safe_load(config.render_profile("study", REPO / "params")))
+    names = set(names)
     # no ETM / RSM-DPR; Luo et al.'s recipe pre-trains on the RSM set (built by pseudo_queries) and stays
     assert not {n for n in names if ("etm" in n or "rsm" in n) and "rsm_tempqg" not in n}
-    assert {"tempqg", "dpr_pretraining_poly_rsm_tempqg", "dpr_pretraining_tempqg"} <= names
-    assert "pseudo_queries" in names              # the pseudo-queries are still built and shown (cheap)
     dpr = config.preset("study", REPO / "params")["dpr"]
     seeds, related = dpr["seeds"], dpr["related_seeds"]
-    assert len(seeds) == 3 and related == seeds[:1]
+    assert {"tempqg", "pseudo_queries"} | replicate("poly_rsm_tempqg", related) | replicate("tempqg", related) <= names
+    assert len(seeds) >= 3 and related == seeds[:1]
     assert {f"hybrid@{v}-{s}" for v in ("baseline", "mixed", "poly_baseline", "poly_mixed") for s in related} <= names
-    assert {f"retrieve_dense@{v}-{s}" for v in ("baseline", "uncon", "mixed") for s in seeds} <= names
-    assert {f"retrieve_dense_related@{v}-{s}" for v in ("tempqg", "poly_baseline", "poly_mixed", "poly_rsm_tempqg")
-            for s in related} <= names
-    assert not {n for n in names if n.endswith(tuple(f"-{s}" for s in seeds[1:]))
-                and n.split("@")[0] not in ("dpr_training", "dpr_synthetic", "retrieve_dense")}
+    assert replicate("uncon", seeds) | replicate("mixed", seeds) | replicate("baseline", seeds, False) <= names
+    late = {n for n in names if n.endswith(tuple(f"-{s}" for s in seeds[1:]) + tuple(f"@{s}" for s in seeds[1:]))}
+    assert late <= replicate("uncon", seeds) | replicate("mixed", seeds) | replicate("baseline", seeds, False) | {
+        n for n in names if n.startswith(("pretrain_dose", "retrieve_dose"))}

@@ -71,7 +71,8 @@ def policed(monkeypatch):
 
 def _steps():
     """Each model-running step of the pipeline on tiny random models: name -> callable."""
-    from ecqg import attention, mechanism, poly_codes, qg
+    from ecqg import probes, qg
+    from ecqg.analysis import attention, poly_codes
     from ecqg.filtering import reader
     from ecqg.retrieval import dense
     from ecqg.retrieval.polydpr import PolyConfig, PolyDPR
@@ -115,7 +116,7 @@ def _steps():
 
     def moved_sentence():    # 07's probe
         pairs = [{"question": "who met Macron?", "passage_id": "p0", "title": "Lyon", "front": TEXT, "end": TEXT}]
-        mechanism.moved_sentence_scores(_biencoder(), pairs, batch_size=2)
+        probes.moved_sentence_scores(_biencoder(), pairs, batch_size=2)
 
     return {f.__name__: f for f in (encode, cls_attention, sampling, reader_round_trip, poly, template_selection,
                                           moved_sentence)}

@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
-from ecqg import encoder_comparison as ec
-from ecqg import plots, seed_plots
+from ecqg.analysis import encoder_comparison as ec
+from ecqg.analysis import plots, seed_plots
 from ecqg.errors import DataFormatError
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
 

@@ -16,20 +16,10 @@ import pytest
 
 import ecqg  # noqa: F401  (sets OPENAI_API_KEY before pyserini is imported)
 from ecqg.errors import DataFormatError
-from ecqg.evaluation import (
-    accuracy_table,
-    evaluate_run,
-    HitCache,
-    hit_matrix,
-    hits_at_k,
-    paired_bootstrap,
-    paired_table,
-    passage_texts,
-    subset_masks,
-    table_records,
-)
+from ecqg.analysis.stats import bootstrap_ci
+from ecqg.analysis.tables import accuracy_table, evaluate_run, paired_bootstrap, paired_table, table_records
+from ecqg.evaluation import HitCache, hit_matrix, hits_at_k, passage_texts, subset_masks
 from ecqg.run_files import RunError, read_trec_run, write_trec_run
-from ecqg.stats import bootstrap_ci
 from ecqg.text import dpr_tokens
 from pyserini.eval.evaluate_dpr_retrieval import SimpleTokenizer, has_answers
 

@@ -272,7 +272,7 @@ def test_malformed_generated_records_are_named(tmp_path):
            {k: v for k, v in good.items() if k != "answer"} | {"id": "g4"},
            {**good, "id": "g5", "generator": "con", "entity": None}, {**good, "id": "g6", "sample_score": "high"}]
     messages = [r"line 2, field 'generator': must be one of", r"line 2, field 'question': empty string",
-                r"line 2, field 'answer': missing field", r"line 2, field 'entity': a conditioned",
+                r"line 2, field 'answer': missing field", r"line 2, field 'entity': an entity-conditioned",
                 r"line 2, field 'sample_score': expected int or float"]
     for rec, message in zip(bad, messages):
         path.write_text(json.dumps(good) + "\n" + json.dumps(rec) + "\n", encoding="utf-8")

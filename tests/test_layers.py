@@ -10,14 +10,18 @@ from pathlib import Path
 import networkx as nx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_stage_code_deps import REPO, _imports, _module_file  # noqa: E402
+from ecqg.code_deps import REPO, closure  # noqa: E402
+from ecqg.code_deps import imports as _imports  # noqa: E402
+from ecqg.code_deps import module_file as _module_file  # noqa: E402
 
 ENTRY = ("ecqg.stages", "ecqg.notebook", "ecqg.report")
 PIPELINE = ("ecqg.pipeline",)
 # What every module may import and what imports nothing above itself: paths and files, errors, process set-up, the
-# device policy, params (and the names params may give). No model, torch-heavy or data code.
+# device policy, params (and the names params may give: the variant table among them). No model, torch-heavy or data
+# code.
 FOUNDATION = ("ecqg", "ecqg.paths", "ecqg.io", "ecqg.errors", "ecqg.env", "ecqg.logs", "ecqg.device", "ecqg.config",
-              "ecqg.retrieval.choices")
+              "ecqg.retrieval", "ecqg.retrieval.choices", "ecqg.retrieval.train_config", "ecqg.variants",
+              "ecqg.schemes")
 MAX_LINES = 400
 
 
@@ -73,3 +77,34 @@ def test_modules_stay_the_size_of_one_idea():
         if text.count("\n") > MAX_LINES and "Size:" not in text.split('"""')[1 if text.startswith('"""') else 0]:
             big.append(f"{path.relative_to(REPO)} ({text.count(chr(10))} lines)")
     assert not big, "modules over 400 lines without a 'Size:' reason in their docstring:\n" + "\n".join(big)
+
+
+# The analysis room (ecqg/analysis): statistics, attention measures, mechanism slices, figures of the analysis
+# notebooks. Who may import it: itself, the pipeline's analysis steps, the report and the entry points; nothing in the
+# library below. And no stage but the analysis stages (01, 06, 07, report) may reach it through its imports: a stage
+# depends on every module it imports, so otherwise an edit to a statistic would rerun a training.
+ANALYSIS = "ecqg.analysis"
+MAY_IMPORT_ANALYSIS = (ANALYSIS, "ecqg.pipeline", "ecqg.report", "ecqg.stages", "ecqg.notebook")
+ANALYSIS_STAGES = ("attention_bias", "results", "mechanism", "report")
+
+
+def test_the_library_does_not_import_the_analysis_room():
+    leaks = [f"{a} -> {b}" for a, b in import_graph().edges
+             if b.startswith(ANALYSIS) and not a.startswith(MAY_IMPORT_ANALYSIS)]
+    assert not leaks, "library modules importing ecqg.analysis:\n" + "\n".join(leaks)
+
+
+def test_no_stage_but_the_analysis_stages_depends_on_analysis_code():
+    from test_pipeline import _expanded_stages
+
+    from ecqg.code_deps import command_roots
+
+    reached = {}
+    for name, stage in _expanded_stages():
+        if name.split("@")[0] in ANALYSIS_STAGES:
+            continue
+        files = [str(f.relative_to(REPO)) for f in closure(command_roots(stage["cmd"])) if "analysis" in f.parts]
+        if files:
+            reached[name] = files
+    assert not reached, "stages that train or build data reach the analysis room:\n" + "\n".join(
+        f"  {stage}: {', '.join(files)}" for stage, files in reached.items())

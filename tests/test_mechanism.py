@@ -8,7 +8,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
-from ecqg import evaluation, mechanism
+from ecqg import probes
+from ecqg.analysis import mechanism, tables
 from ecqg.pipeline import mechanism as mp
 from ecqg.errors import DataFormatError
 from ecqg.models import resolve_model
@@ -27,7 +28,7 @@ from ecqg.text import Analysis, Entity, has_answer
     ("no answer here", ["Lyon", ""]),
 ])
 def test_answer_span_exists_exactly_when_dpr_has_answer_matches(text, answers):
-    span = mechanism.answer_span(text, answers)
+    span = probes.answer_span(text, answers)
     assert (span is not None) == has_answer(text, answers)
     if span is not None:
         found = text[span[0]:span[1]]
@@ -36,8 +37,8 @@ def test_answer_span_exists_exactly_when_dpr_has_answer_matches(text, answers):
 
 def test_answer_span_is_the_earliest_occurrence_of_any_answer():
     text = "In 1990 Berlin was reunited; Berlin is the capital since 1990."
-    assert mechanism.answer_span(text, ["Berlin", "1990"]) == (3, 7)
-    assert mechanism.answer_span(text, ["capital"]) == (text.index("capital"), text.index("capital") + 7)
+    assert probes.answer_span(text, ["Berlin", "1990"]) == (3, 7)
+    assert probes.answer_span(text, ["capital"]) == (text.index("capital"), text.index("capital") + 7)
 
 
 def test_gold_passages_take_the_first_gold_passage_with_an_answer():
@@ -46,11 +47,11 @@ def test_gold_passages_take_the_first_gold_passage_with_an_answer():
                  {"id": "q2", "answers": ["Lyon"], "gold_ids": ["a"]},
                  {"id": "q3", "answers": ["Lyon"], "gold_ids": ["zzz"]},
                  {"id": "q4", "answers": ["Lyon"], "gold_ids": []}]
-    gold = mechanism.gold_passages(questions, text_of)
+    gold = probes.gold_passages(questions, text_of)
     assert list(gold.status) == ["ok", "no_answer_in_gold", "gold_not_in_corpus", "no_gold_ids"]
     assert gold.passage_id[0] == "b" and gold.start_char[0] == text_of["b"].index("Lyon")
     with pytest.raises(DataFormatError, match="record 1, field 'gold_ids'"):
-        mechanism.gold_passages([{"id": "x", "answers": ["a"]}], text_of)
+        probes.gold_passages([{"id": "x", "answers": ["a"]}], text_of)
 
 
 def test_locate_answers_buckets_by_sentence():
@@ -59,14 +60,14 @@ def test_locate_answers_buckets_by_sentence():
     analyses = {"p": Analysis((), sents)}
     questions = [{"id": f"q{i}", "answers": [a], "gold_ids": ["p"]}
                  for i, a in enumerate(["Alpha", "Beta", "Gamma", "Delta", "Omega"])]
-    gold = mechanism.gold_passages(questions, {"p": text})
-    located = mechanism.locate_answers(gold, {"p": text}, analyses)
+    gold = probes.gold_passages(questions, {"p": text})
+    located = probes.locate_answers(gold, {"p": text}, analyses)
     assert list(located.answer_sentence) == [0, 1, 2, 3, -1]
     assert list(located.bucket[:4]) == ["sentence 1", "sentence 2", "sentence 3+", "sentence 3+"]
     assert pd.isna(located.bucket[4])
     assert located.relative_position[0] == 0 and math.isnan(located.relative_position[4])
     masks = mechanism.bucket_masks(located)
-    assert list(masks) == list(mechanism.BUCKETS)
+    assert list(masks) == list(probes.BUCKETS)
     assert masks["sentence 3+"].tolist() == [False, False, True, True, False]
 
 
@@ -80,7 +81,7 @@ def test_psi_definition():
 def test_position_sensitivity_point_estimate_ci_and_pairs():
     rng = np.random.default_rng(0)
     buckets = np.repeat([0, 1, 2], 200)
-    masks = {b: buckets == i for i, b in enumerate(mechanism.BUCKETS)}
+    masks = {b: buckets == i for i, b in enumerate(probes.BUCKETS)}
     biased = (rng.random(600) < np.where(buckets == 0, 0.9, 0.45)).astype(float)
     flat = (rng.random(600) < 0.7).astype(float)
     table = mechanism.position_sensitivity({"biased": biased, "flat": flat, "same": biased}, masks,
@@ -106,13 +107,13 @@ def test_accuracy_and_paired_tables_take_custom_slices():
     hits[0, 0] = hits[2, 1] = True
     questions = [{"id": str(i), "answers": ["x"]} for i in range(4)]
     masks = {"early": np.array([1, 1, 0, 0], bool), "late": np.array([0, 0, 1, 1], bool)}
-    table = evaluation.accuracy_table(hits, questions, [1, 2], n_boot=50, masks=masks).set_index(["subset", "k"])
+    table = tables.accuracy_table(hits, questions, [1, 2], n_boot=50, masks=masks).set_index(["subset", "k"])
     assert table.accuracy[("early", 1)] == 0.5 and table.accuracy[("late", 1)] == 0
     assert table.accuracy[("late", 2)] == 0.5 and table.n[("late", 2)] == 2
-    paired = evaluation.paired_table(hits, np.zeros_like(hits), questions, [1], n_boot=50, masks=masks)
+    paired = tables.paired_table(hits, np.zeros_like(hits), questions, [1], n_boot=50, masks=masks)
     assert list(paired.subset) == ["early", "late"] and list(paired.difference) == [0.5, 0.0]
     with pytest.raises(ValueError, match="mask 'early' has shape"):
-        evaluation.accuracy_table(hits, questions, [1], masks={"early": np.ones(3, bool)})
+        tables.accuracy_table(hits, questions, [1], masks={"early": np.ones(3, bool)})
 
 
 # ============================================================================================ entity attention
@@ -153,23 +154,23 @@ def _moved_inputs():
                  {"id": "q2", "question": "third?", "answers": ["Gamma"], "gold_ids": ["p"]},
                  {"id": "q3", "question": "third again?", "answers": ["Gamma"], "gold_ids": ["r"]}]
     texts = {k: v["text"] for k, v in passages.items()}
-    located = mechanism.locate_answers(mechanism.gold_passages(questions, texts), texts, analyses)
+    located = probes.locate_answers(probes.gold_passages(questions, texts), texts, analyses)
     return questions, located, passages, analyses
 
 
 def test_moved_sentence_pairs_move_the_answer_sentence_and_count_what_is_left_out():
     questions, located, passages, analyses = _moved_inputs()
-    pairs, counts = mechanism.moved_sentence_pairs(questions, located, passages, analyses)
+    pairs, counts = probes.moved_sentence_pairs(questions, located, passages, analyses)
     assert [p["question_id"] for p in pairs] == ["q1", "q3"]
     assert pairs[0]["front"] == "Beta is second. Alpha is first. Gamma is third."
     assert pairs[0]["end"] == "Alpha is first. Gamma is third. Beta is second."
     assert pairs[1]["front"].startswith("Gamma") and pairs[1]["end"] == passages["r"]["text"]
     assert counts == {"located": 4, "answer_in_sentence_1": 1, "passage_already_used": 1,
                       "truncated_by_encoder": 0, "eligible": 2, "probed": 2}
-    some, counts = mechanism.moved_sentence_pairs(questions, located, passages, analyses, max_pairs=1, seed=3)
+    some, counts = probes.moved_sentence_pairs(questions, located, passages, analyses, max_pairs=1, seed=3)
     assert len(some) == 1 and counts["probed"] == 1
-    assert some == mechanism.moved_sentence_pairs(questions, located, passages, analyses, max_pairs=1, seed=3)[0]
-    none, counts = mechanism.moved_sentence_pairs(questions, located, passages, analyses,
+    assert some == probes.moved_sentence_pairs(questions, located, passages, analyses, max_pairs=1, seed=3)[0]
+    none, counts = probes.moved_sentence_pairs(questions, located, passages, analyses,
                                                   fits=lambda title, text: title == "R")
     assert [p["question_id"] for p in none] == ["q3"] and counts["truncated_by_encoder"] == 1
 
@@ -182,14 +183,14 @@ def test_moved_sentence_scores_are_the_encoders_dot_products():
     model = BiEncoder(BertModel(config), BertModel(config), tokenizer,
                       BiEncoderConfig("tiny", query_max_length=16, passage_max_length=48))
     questions, located, passages, analyses = _moved_inputs()
-    pairs, _ = mechanism.moved_sentence_pairs(questions, located, passages, analyses)
-    front, end = mechanism.moved_sentence_scores(model, pairs, batch_size=1)
+    pairs, _ = probes.moved_sentence_pairs(questions, located, passages, analyses)
+    front, end = probes.moved_sentence_scores(model, pairs, batch_size=1)
     q = encode_queries(model, [p["question"] for p in pairs], progress=False)
     _, v = encode_passages(model, [{"id": "x", "title": p["title"], "text": p["front"]} for p in pairs],
                            progress=False)
     assert np.allclose(front, (q * v).sum(axis=1), atol=1e-5)
     assert not np.allclose(front, end)
-    assert [len(x) for x in mechanism.moved_sentence_scores(model, [])] == [0, 0]
+    assert [len(x) for x in probes.moved_sentence_scores(model, [])] == [0, 0]
 
 
 def test_summarise_gaps_averages_seeds_and_pairs_passages():

@@ -208,14 +208,17 @@ def test_smoke_dag_end_to_end(tmp_path):
     assert mixing["sizes"]["mixed"] == mixing["sizes"]["uncon"] > 0
     synthetic = json.loads((repo / "outputs/synthetic/mixed.json").read_text())
     assert {r["generator"] for r in synthetic} == {"uncon", "con"}
-    for variant in ("uncon", "mixed", "etm", "rsm"):     # pre-trained once, every seed fine-tuned from that model
-        pre = json.loads((repo / f"results/smoke/dpr_{variant}_pre_s2022_training.json").read_text())
-        assert pre["phase"] == "pretrain" and pre["steps"] > 0 and pre["seed"] == 2022
+    for variant in ("uncon", "mixed", "etm", "rsm"):     # every replicate fine-tuned from its own pre-training
         seed = 2023 if variant in ("uncon", "mixed") else 2022          # ETM / RSM: dpr.related_seeds
+        pre = json.loads((repo / f"results/smoke/dpr_{variant}_pre_s{seed}_training.json").read_text())
+        assert pre["phase"] == "pretrain" and pre["steps"] > 0 and pre["seed"] == seed
         trained = json.loads((repo / f"results/smoke/dpr_{variant}_s{seed}_training.json").read_text())
-        assert trained["steps"] == 8 and trained["pretrained_from"].endswith(f"dpr_{variant}_pre_s2022")
-        assert json.loads((repo / f"results/smoke/stage_05_dpr_training.{variant}-pre.json").read_text())[
+        assert trained["steps"] == 8 and trained["pretrained_from"].endswith(f"dpr_{variant}_pre_s{seed}")
+        assert json.loads((repo / f"results/smoke/stage_05_dpr_training.{variant}-pre-{seed}.json").read_text())[
             "wall_time_s"] > 0
+    pre_weights = [(repo / f"outputs/models/dpr_mixed_pre_s{seed}/query_encoder/model.safetensors").read_bytes()
+                   for seed in (2022, 2023)]
+    assert pre_weights[0] != pre_weights[1], "two replicates shared one pre-training"
     # ETM / RSM: UnCon's passages, entry for entry, so the same size; no question generator, no answers
     pseudo = json.loads((repo / "results/smoke/stage_pseudo_queries.json").read_text())
     uncon_set = json.loads((repo / "outputs/synthetic/uncon.json").read_text())
@@ -264,10 +267,13 @@ def test_smoke_dag_end_to_end(tmp_path):
     for system in ("bm25", "dpr_mixed", "dpr_mixed_pre"):
         psi = mechanism["position"]["psi"][system]["top5"]
         assert psi is None or 0 <= psi <= 1, (system, psi)
-    assert table["accuracy"]["dpr_uncon_pre"]["nq"]["all"]["n"] == 40     # pre-training only: the one pre-training
-    assert table["accuracy"]["dpr_uncon_pre"]["nq"]["all"].get("seeds") is None    # one run, not a seed stack
-    assert (repo / "outputs/models/dpr_mixed_pre_s2022/retriever.json").is_file()
-    assert not (repo / "outputs/models/dpr_mixed_pre_s2023").exists()      # pre-trained once, not per seed
+    assert table["accuracy"]["dpr_uncon_pre"]["nq"]["all"]["n"] == 40     # pre-training only: every replicate's
+    assert table["accuracy"]["dpr_uncon_pre"]["nq"]["all"]["seeds"] == 2   # a seed stack, as the fine-tuned rows
+    # the dose curve (mixing.doses: [12]): UnCon / Mixed pre-trained on their sets cut to 12, every seed
+    for base in ("uncon", "mixed"):
+        assert len(json.loads((repo / f"outputs/synthetic/doses/{base}_d12.json").read_text())) == 12
+        assert table["accuracy"][f"dpr_{base}_d12_pre"]["nq"]["all"]["seeds"] == 2
+    assert "dpr_mixed_d12_pre_minus_dpr_uncon_d12_pre" in table["paired"]
     headline = json.loads((repo / "results/smoke/headline.json").read_text())
     assert {"top5.mixed", "rp5.mixed-dpr", "psi.mixed", "gap.mixed"} <= set(headline)   # two seeds: p over runs
     assert "p5.mixed-dpr" not in headline
@@ -328,7 +334,7 @@ def test_smoke_dag_end_to_end(tmp_path):
     # The headline metrics fit a screen; `dvc plots show` renders the declared plots.
     shown = _dvc(["metrics", "show", "results/smoke/headline.json"], repo)
     assert shown.returncode == 0 and "top5.mixed" in shown.stdout, shown.stdout + shown.stderr
-    assert max(len(line) for line in shown.stdout.splitlines()) <= 160, shown.stdout
+    assert max(len(line) for line in shown.stdout.splitlines()) <= 180, shown.stdout
     plots = _dvc(["plots", "show", "-o", str(tmp_path / "plots")], repo)
     assert plots.returncode == 0, plots.stdout + plots.stderr
     assert "No plots were loaded" not in plots.stdout + plots.stderr
@@ -371,7 +377,7 @@ def test_killed_training_resumes_from_its_last_checkpoint(tmp_path):
 
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "DVC_NO_ANALYTICS": "1", "PYTHONPATH": str(repo)}
-    proc = subprocess.Popen([sys.executable, "-m", "dvc", "repro", "dpr_training@baseline-2022"], cwd=repo, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "dvc", "repro", "finetune_baseline@2022"], cwd=repo, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 300
     while not _checkpoints(repo) and proc.poll() is None and time.time() < deadline:
@@ -384,7 +390,7 @@ def test_killed_training_resumes_from_its_last_checkpoint(tmp_path):
     assert int(last.split("-")[1]) < 8, "the run was not killed midway"
     assert not (repo / "results/smoke/dpr_baseline_s2022_training.json").exists()
 
-    again = _dvc(["repro", "dpr_training@baseline-2022"], repo)
+    again = _dvc(["repro", "finetune_baseline@2022"], repo)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     executed = (repo / "outputs/notebooks/05_dpr_training.baseline-2022.ipynb").read_text()
     assert "resumed an interrupted run from" in executed and last in executed

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from ecqg import poly_codes
+from ecqg.analysis import poly_codes
 from tests.test_polydpr import PASSAGES, tiny
 
 

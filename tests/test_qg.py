@@ -52,6 +52,29 @@ def test_con_examples_skip_triples_without_entity_and_uncon_keeps_all():
 
 
 
+def test_a_toy_conditioning_scheme_is_one_registration(monkeypatch):
+    """A scheme conditioned on an entity but not marking it: one ``Scheme``; the input builder and the record
+    checks read its entry, nothing compares names."""
+    from ecqg import schemes
+    from ecqg.errors import DataFormatError
+    from ecqg.filtering.generated import validate_generated
+
+    monkeypatch.setattr(schemes, "SCHEMES", dict(schemes.SCHEMES))
+    toy = schemes.register(schemes.Scheme("toy", "entity-conditioned, unmarked", condition="entity", marked=False))
+    assert "toy" in schemes.of_stage() and schemes.get("toy") is toy
+    triples = [_triple(0, "Which NFL team won Super Bowl 50?", "sb", "Denver Broncos")]
+    examples, _ = qg.build_examples(triples, PASSAGES, "toy", marking="markers", progress=False)
+    assert examples[0]["entity"] and "<hl>" not in examples[0]["source"]          # conditioned, not marked
+    record = {"id": "q", "generator": "toy", "passage_id": "sb", "question": "Who won?", "answer": "Denver"}
+    with pytest.raises(DataFormatError, match="needs its entity"):
+        validate_generated(record, "<toy>", 0)
+    assert validate_generated({**record, "entity": "Super Bowl 50"}, "<toy>", 0)["entity"] == "Super Bowl 50"
+    with pytest.raises(ValueError, match="registered twice"):
+        schemes.register(toy)
+    with pytest.raises(ValueError, match="unknown conditioning scheme 'nope'"):
+        schemes.get("nope")
+
+
 def test_placeholder_replaces_the_entity_in_con_targets_only():
     triples = [_triple(0, "Who defeated the Carolina Panthers?", "sb", "Denver Broncos")]
     con, _ = qg.build_examples(triples, PASSAGES, "con", marking="markers", placeholder="[ENT]", progress=False)

@@ -6,7 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from ecqg import evaluation, report
+from ecqg import report
+from ecqg.analysis import tables
 from ecqg.pipeline import finetune_curve
 from ecqg.pipeline import mechanism as mp
 from ecqg.report.convergence import render_curve, render_mechanism_curve, render_training_runs, training_runs
@@ -69,8 +70,8 @@ def test_training_runs_show_epochs_the_kept_step_and_where_validation_ran(tmp_pa
 def test_the_curve_table_has_every_snapshot_the_paired_differences_and_the_kept_steps(curve_hits):
     sets = {"nq": [{}] * N, "wq": [{}] * N}
     accuracy, paired = finetune_curve.curve_tables(curve_hits, sets, [1, 5, 20], 200, 0)
-    curve = {"dpr_training_seed": 2022, "accuracy": evaluation.table_records(accuracy),
-             "paired": evaluation.table_records(paired)}
+    curve = {"dpr_training_seed": 2022, "accuracy": tables.table_records(accuracy),
+             "paired": tables.table_records(paired)}
     runs = [_run("baseline", 2022, selected_step=360), _run("mixed", 2022, selected_step=25),
             _run("mixed", 2023, selected_step=180)]           # another seed's kept step is not this curve's
     text = render_curve(curve, runs)
@@ -97,29 +98,29 @@ def test_the_mechanism_curve_has_psi_the_least_attended_third_and_the_moved_sent
     psi = mp.psi_table(hits, position, [1, 5], pairs, 200, 0, 0.95)
     _, entity_paired = mp.slice_tables(hits, [{}] * N, entity, [1, 5], pairs, 200, 0, 0.95)
     gaps = finetune_curve.gap_table({name: rng.normal(0.1, 0.2, 40) for name in hits}, 200, 0, 0.95)
-    mech = {"dpr_training_seed": 2022, "psi": evaluation.table_records(psi),
-            "entity_paired": evaluation.table_records(entity_paired),
-            "moved_sentence": evaluation.table_records(gaps)}
+    mech = {"dpr_training_seed": 2022, "psi": tables.table_records(psi),
+            "entity_paired": tables.table_records(entity_paired),
+            "moved_sentence": tables.table_records(gaps)}
     text = render_mechanism_curve(mech, [_run("mixed", 2022, selected_step=180)])
-    tables = [t for t in text.split("\n\n") if t.startswith("| step")]
-    assert len(tables) == 3                                           # PSI, least-attended third, moved sentence
-    assert tables[0].splitlines()[0] == "| step | DPR: PSI | Mixed-DPR: PSI | Mixed-DPR: PSI - DPR's |"
+    blocks = [t for t in text.split("\n\n") if t.startswith("| step")]
+    assert len(blocks) == 3                                           # PSI, least-attended third, moved sentence
+    assert blocks[0].splitlines()[0] == "| step | DPR: PSI | Mixed-DPR: PSI | Mixed-DPR: PSI - DPR's |"
     own = psi[(psi.kind == "system") & (psi.system == "dpr_mixed@180") & (psi.k == 1)].psi.iloc[0]
-    assert "| 180 (kept: Mixed-DPR) | " in tables[0] and f" | {own:.3f} | " in tables[0]
+    assert "| 180 (kept: Mixed-DPR) | " in blocks[0] and f" | {own:.3f} | " in blocks[0]
     d = psi[(psi.kind == "paired") & (psi.system == "dpr_mixed@25") & (psi.k == 1)].iloc[0]
-    assert f" | {d.psi:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}], p " in tables[0]        # PSI: not in points
+    assert f" | {d.psi:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}], p " in blocks[0]        # PSI: not in points
     n_least = int(entity["least attended"].sum())
-    assert f"Mixed-DPR: least attended, Top-1 - DPR's (n={n_least})" in tables[1]
+    assert f"Mixed-DPR: least attended, Top-1 - DPR's (n={n_least})" in blocks[1]
     d = entity_paired[(entity_paired.system_a == "dpr_mixed@25") & (entity_paired.subset == "least attended")
                       & (entity_paired.k == 1)].iloc[0]
-    assert f"| 25 | {100 * d.difference:+.1f} [{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}], p " in tables[1]
+    assert f"| 25 | {100 * d.difference:+.1f} [{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}], p " in blocks[1]
     # a difference needs both snapshots: not at 360, where only DPR has one
-    assert [row.split(" | ")[0] for row in tables[1].splitlines()[2:]] == ["| 25", "| 180 (kept: Mixed-DPR)"]
-    assert "moved-sentence gap" in tables[2] and "gap - DPR's" in tables[2]
+    assert [row.split(" | ")[0] for row in blocks[1].splitlines()[2:]] == ["| 25", "| 180 (kept: Mixed-DPR)"]
+    assert "moved-sentence gap" in blocks[2] and "gap - DPR's" in blocks[2]
     own = gaps[(gaps.kind == "system") & (gaps.system == "dpr_baseline@360")].gap.iloc[0]
     d = gaps[(gaps.kind == "paired") & (gaps.system == "dpr_mixed@180")].iloc[0]
-    assert tables[2].splitlines()[-1].startswith(f"| 360 | {own:+.3f} | – |")   # only DPR reached 360
-    assert f"{d.gap:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}], p " in tables[2]
+    assert blocks[2].splitlines()[-1].startswith(f"| 360 | {own:+.3f} | – |")   # only DPR reached 360
+    assert f"{d.gap:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}], p " in blocks[2]
     assert render_mechanism_curve({"psi": [], "entity_paired": [], "moved_sentence": []}) == ""
 
 
@@ -130,8 +131,8 @@ def test_the_results_page_carries_the_section(tmp_path, curve_hits):
     sets = {"nq": [{}] * N, "wq": [{}] * N}
     accuracy, paired = finetune_curve.curve_tables(curve_hits, sets, [1, 20], 100, 0)
     (d / "finetune_curve.json").write_text(json.dumps({"dpr_training_seed": 2022,
-                                                       "accuracy": evaluation.table_records(accuracy),
-                                                       "paired": evaluation.table_records(paired)}))
+                                                       "accuracy": tables.table_records(accuracy),
+                                                       "paired": tables.table_records(paired)}))
     page = report.render_page(d)
     assert "## Training runs: epochs and the kept step" in page and "## Table 3 against fine-tuning length" in page
     assert "180 (kept: DPR)" in page and "mechanism against fine-tuning length" not in page

@@ -23,26 +23,29 @@ def test_curve_of_a_seed_stack_is_the_mean_of_its_seeds_curves():
 def test_a_profile_without_etm_rsm_drops_only_their_rows():
     """``pseudo.variants`` decides which ETM / RSM rows 06 / 07 score (the study trains neither); nothing else goes."""
     from ecqg import config
-    from ecqg.pipeline import dense, hybrid
 
     params = config.preset("mini", REPO / "params")
-    rows = ["bm25", "dpr_baseline", "dpr_uncon_pre", "dpr_etm_pre", "dpr_rsm", "dpr_poly_mixed",
-            "hybrid_sum_baseline", "hybrid_rrf_etm", "hybrid_sum_poly_mixed"]
-    assert dense.in_profile(rows, params) == rows
+    rows = results.table3_systems(params)
+    assert {"dpr_etm", "dpr_etm_pre", "dpr_rsm", "dpr_rsm_pre"} <= set(rows)
     params["pseudo"]["variants"] = ["rsm"]
-    assert dense.in_profile(rows, params) == [r for r in rows if r not in ("dpr_etm_pre", "hybrid_rrf_etm")]
+    assert results.table3_systems(params) == [r for r in rows if r not in ("dpr_etm", "dpr_etm_pre")]
+    assert not any("etm" in a or "etm" in b for a, b in results.comparison_pairs(params))
     study = config.preset("study", REPO / "params")
-    kept = dense.in_profile(rows + hybrid.systems(study), study)
+    kept = results.table3_systems(study)
     assert not any(("etm" in r or "rsm" in r) and "rsm_tempqg" not in r for r in kept)
-    assert {"dpr_baseline", "dpr_poly_mixed", "hybrid_sum_poly_mixed", "hybrid_rrf_poly_mixed"} <= set(kept)
+    assert {"dpr_baseline", "dpr_poly_mixed", "dpr_poly_rsm_tempqg", "hybrid_sum_poly_mixed",
+            "hybrid_rrf_poly_mixed"} <= set(kept)
 
 
 def test_a_missing_pretrained_model_names_the_stage_that_makes_it():
-    from ecqg.pipeline import dense
+    from ecqg import variants
 
-    assert dense.pretraining_stage("mixed") == "dpr_pretraining@mixed"
-    assert dense.pretraining_stage("rsm") == "dpr_pretraining_pseudo@rsm"
-    assert dense.pretraining_stage("poly_mixed") == "dpr_pretraining_poly@mixed"
+    assert variants.pretrain_stage("mixed", 2022) == "pretrain_mixed@2022"
+    assert variants.pretrain_stage("rsm", 2023) == "pretrain_pseudo@rsm-2023"
+    assert variants.pretrain_stage("poly_mixed", 2022) == "pretrain_poly_mixed@2022"
+    assert variants.pretrain_stage("uncon_d10000", 2024) == "pretrain_dose@uncon-10000-2024"
+    assert variants.stage_name("retrieve", "tempqg", 2022) == "retrieve_dense_related@tempqg-2022"
+    assert variants.stage_name("retrieve_pre", "mixed", 2022) == "retrieve_pretrained@mixed-2022"
 
 
 def test_the_study_trains_the_papers_systems_with_three_seeds_and_the_related_ones_with_one():
@@ -55,7 +58,8 @@ def test_the_study_trains_the_papers_systems_with_three_seeds_and_the_related_on
     runs = dense.seed_runs(study)
     assert runs["dpr_mixed"] == ["dpr_mixed_s2022", "dpr_mixed_s2023", "dpr_mixed_s2024"]
     assert runs["dpr_poly_mixed"] == ["dpr_poly_mixed_s2022"] and runs["dpr_tempqg"] == ["dpr_tempqg_s2022"]
-    assert runs["dpr_mixed_pre"] == ["dpr_mixed_pre_s2022"]
+    # every replicate pre-trains on its own: the row right after pre-training has a run per seed too
+    assert runs["dpr_mixed_pre"] == ["dpr_mixed_pre_s2022", "dpr_mixed_pre_s2023", "dpr_mixed_pre_s2024"]
     assert hybrid.seed_runs(study)["hybrid_sum_baseline"] == ["hybrid_sum_baseline_s2022"]
     identity = dense._settings_identity("baseline", study)
     study["dpr"]["seeds"], study["dpr"]["related_seeds"] = [1, 2], [1]
@@ -78,4 +82,4 @@ def test_07_scores_table3s_rows_and_probes_its_dense_ones_with_every_seed():
     assert list(models) == dense
     assert models["dpr_mixed"] == [("mixed", 2022), ("mixed", 2023), ("mixed", 2024)]
     assert models["dpr_poly_rsm_tempqg"] == [("poly_rsm_tempqg", 2022)]
-    assert models["dpr_uncon_pre"] == [("uncon_pre", 2022)]                  # pre-trained once
+    assert models["dpr_uncon_pre"] == [("uncon_pre", s) for s in (2022, 2023, 2024)]   # a pre-training each

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from ecqg.evaluation import paired_bootstrap
-from ecqg.stats import (ONE_RUN, Interval, conservative, detectable_effect, hierarchical_bootstrap, holm,
+from ecqg.analysis.tables import paired_bootstrap
+from ecqg.analysis.stats import (ONE_RUN, Interval, conservative, detectable_effect, hierarchical_bootstrap, holm,
                         holm_checked, one_sample_interval, p_floor_ok, power_at, se_from_ci, verdict,
                         welch_interval)
 
@@ -131,7 +131,7 @@ def test_verdict_rule():
 
 
 def test_bootstrap_ci_of_no_rows_is_nan_per_column():
-    from ecqg.stats import bootstrap_ci
+    from ecqg.analysis.stats import bootstrap_ci
 
     low, high = bootstrap_ci(np.zeros((0, 3)), n_boot=10)
     assert low.shape == (3,) and np.isnan(low).all() and np.isnan(high).all()

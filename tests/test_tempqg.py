@@ -78,12 +78,13 @@ def test_a_set_too_small_to_pretrain_on_is_refused_before_any_search():
 
 def test_a_pretraining_sequence_joins_its_phases_figures():
     """Luo et al.'s recipe pre-trains on RSM, then on TempQG: one history, steps counted on, each entry's set named."""
+    from ecqg import variants
     from ecqg.pipeline import dense
 
-    assert dense.pretraining_sets("rsm_tempqg") == ("rsm", "tempqg") and dense.pretraining_sets("mixed") == ("mixed",)
+    assert variants.get("poly_rsm_tempqg").pretrain == ("rsm", "tempqg") and variants.get("mixed").pretrain == ("mixed",)
     assert dense.is_pretrained_variant("poly_rsm_tempqg") and dense.is_pretrained_variant("tempqg")
-    assert dense.pretraining_stage("poly_rsm_tempqg") == "dpr_pretraining_poly_rsm_tempqg"
-    assert dense.pretraining_stage("tempqg") == "dpr_pretraining_tempqg"
+    assert variants.pretrain_stage("poly_rsm_tempqg", 2022) == "pretrain_poly_rsm_tempqg@2022"
+    assert variants.pretrain_stage("tempqg", 2022) == "pretrain_tempqg@2022"
 
     def phase(steps, examples, seconds, resumed=None):
         return {"history": [{"step": s, "loss": 1.0} for s in range(1, steps + 1)] + [{"val_top1": 0.5}],

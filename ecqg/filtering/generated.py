@@ -21,23 +21,24 @@ from ecqg.errors import DataFormatError
 
 log = logging.getLogger(__name__)
 
-from ecqg.paths import GENERATORS, SAMPLED_GENERATORS, TEMPQG_GENERATOR
+from ecqg import schemes
 
 
 def validate_generated(rec: Mapping[str, Any], path: str | Path, where: int | str) -> dict[str, Any]:
     """Check one generated-question record; returns a copy (extra keys, e.g. earlier filter scores, are kept)."""
     generator = require(rec, "generator", str, path, where)
-    if generator not in SAMPLED_GENERATORS:
-        raise DataFormatError(path, where, "generator", f"must be one of {SAMPLED_GENERATORS}, got {generator!r}")
+    if generator not in schemes.SCHEMES:
+        raise DataFormatError(path, where, "generator", f"must be one of {schemes.names()}, got {generator!r}")
+    scheme = schemes.get(generator)
     out = dict(rec)
     for name in ("id", "passage_id", "question", "answer"):
         out[name] = require_nonempty_str(rec, name, path, where)
     entity = require(rec, "entity", str, path, where, optional=True)
-    if generator == "con" and not (entity and entity.strip()):
-        raise DataFormatError(path, where, "entity", "a conditioned ('con') question needs its entity")
+    if scheme.condition == "entity" and not (entity and entity.strip()):
+        raise DataFormatError(path, where, "entity", f"an {scheme.label} ('{generator}') question needs its entity")
     out["entity"] = entity
-    if generator == TEMPQG_GENERATOR:
-        out["template"] = require_nonempty_str(rec, "template", path, where)
+    if scheme.condition not in (None, "entity"):
+        out[scheme.condition] = require_nonempty_str(rec, scheme.condition, path, where)
     out["entity_label"] = require(rec, "entity_label", str, path, where, optional=True)
     require(rec, "sample_score", (int, float), path, where, optional=True)
     require(rec, "sample", int, path, where, optional=True)
@@ -74,7 +75,8 @@ def passage_of(passages: Mapping[str, Mapping], pid: str, where: str, index: int
 def filter_stats(records, kept, rejected, reasons) -> dict[str, Any]:
     stats: dict[str, Any] = {"in": len(records), "kept": len(kept),
                              "rejected": {r: sum(x["reason"] == r for x in rejected) for r in reasons}}
-    for g in (g for g in SAMPLED_GENERATORS if g in GENERATORS or any(r["generator"] == g for r in records)):
+    stage02 = schemes.of_stage()
+    for g in (g for g in schemes.names() if g in stage02 or any(r["generator"] == g for r in records)):
         stats[f"{g}_in"] = sum(r["generator"] == g for r in records)
         stats[f"{g}_kept"] = sum(r["generator"] == g for r in kept)
     return stats

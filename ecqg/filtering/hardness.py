@@ -14,7 +14,7 @@ import numpy as np
 from ecqg.errors import DataFormatError
 
 from ecqg.filtering.generated import check_generated, filter_stats, passage_of
-from ecqg.paths import SAMPLED_GENERATORS
+from ecqg import schemes
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def hardness_filter(records: Iterable[Mapping], scores: Mapping[str, Mapping], m
         scored.append({**rec, "dpr_score": float(s["score"]), "dpr_rank": s["rank"]})
     if mode == "lowest_score":
         keep_ids = set()
-        for g in SAMPLED_GENERATORS:         # per generator: each keeps its own hardest share
+        for g in schemes.names():         # per generator: each keeps its own hardest share
             group = sorted((r for r in scored if r["generator"] == g), key=lambda r: (r["dpr_score"], r["id"]))
             keep_ids.update(r["id"] for r in group[:int(keep_fraction * len(group) + 0.5)])
         is_hard = [r["id"] in keep_ids for r in scored]

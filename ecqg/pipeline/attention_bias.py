@@ -1,6 +1,6 @@
 """Stage 01 in the pipeline: which passages to study, which one to draw, and what QG receives.
 
-Notebook 01 calls these around :func:`ecqg.attention.analyze_passages`, which does the measuring.
+Notebook 01 calls these around :func:`ecqg.analysis.attention.analyze_passages`, which does the measuring.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from ecqg.attention import AttentionStudy, select_entities
+from ecqg.analysis.attention import AttentionStudy, select_entities
 from ecqg.pipeline.common import pool_passages, subset, test_gold_ids  # noqa: F401  (notebook 06: attention_bias.subset)
 
 # The paper's reported position bias of its DPR passage encoder (Section 3).
@@ -40,7 +40,7 @@ def conditioning_input(params: Mapping, model, studied: list[dict], study: Atten
     of N pool passages of its own (the paper studies 20k passages for the bias but conditions on enough passages for
     500k questions), measured with the same analysis. Returns the records and how many passages were measured.
     """
-    from ecqg.attention import analyze_passages
+    from ecqg.analysis.attention import analyze_passages
 
     wanted = params["attention"]["condition_passages"]
     if wanted is None:

@@ -8,26 +8,19 @@ import json
 import random
 from typing import Any, Iterator, Mapping, Sequence, TypeVar
 
-from ecqg import paths
+from ecqg import paths, variants
 from ecqg.data.records import read_corpus
 from ecqg.io import read_jsonl
 
 T = TypeVar("T")
 
 
-# The paper's dense systems (DPR, UnCon-DPR, Mixed-DPR) train with every seed of ``dpr.seeds``; every other trained
-# retriever (the related system's: Poly-DPR, ETM / RSM, TempQG) and every BM25 hybrid with ``dpr.related_seeds``, a
-# leading part of it. Why two lists: the claim is about the paper's three, and on 2 CPU cores a fine-tuning to
-# convergence takes about an hour and a half, so the study spends its seeds on the claim's systems.
-PAPER_VARIANTS = ("baseline", "uncon", "mixed")
-
-
 def seeds(params: Mapping, variant: str | None = None) -> list[int]:
-    """The training seeds of ``variant`` (one model per seed): ``dpr.seeds`` for the paper's variants (and for no
-    variant named), ``dpr.related_seeds`` for every other one."""
-    if variant is None or variant in PAPER_VARIANTS:
+    """The training seeds of ``variant`` (one replicate each; ``ecqg.variants``): ``dpr.seeds`` for the paper's
+    variants (and for no variant named), ``dpr.related_seeds`` for the related system's."""
+    if variant is None:
         return list(params["dpr"]["seeds"])
-    return related_seeds(params)
+    return variants.seeds(variant, params)
 
 
 def related_seeds(params: Mapping) -> list[int]:
@@ -36,15 +29,9 @@ def related_seeds(params: Mapping) -> list[int]:
 
 
 def primary_seed(params: Mapping) -> int:
-    """The seed whose models feed the analyses that need one model per variant (stages 01, 03, 06's attention)."""
+    """The first replicate's seed, whose models feed the analyses that need one model per variant (stages 01, 03,
+    06's attention in depth)."""
     return seeds(params)[0]
-
-
-def pretrain_seed(params: Mapping) -> int:
-    """The seed of synthetic pre-training, which runs once per variant (the global ``seed``): every training seed of
-    ``dpr.seeds`` fine-tunes from that one pre-trained model. Why once: pre-training is the costly phase (a whole
-    synthetic set), and with a shared start the spread over seeds is fine-tuning's own."""
-    return int(params["seed"])
 
 
 def fingerprint(*parts: Any) -> str:

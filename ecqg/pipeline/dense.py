@@ -1,8 +1,8 @@
 """Stage 05 and dense retrieval in the pipeline: build the retriever a variant starts from (``dpr.model`` names its
 kind in the registry), train it on the gold data, retrieve with it.
 
-Notebook 05 (``train_variant``) and the ``retrieve_dense`` stage (``retrieve_all``) call these, so the notebook shows
-the steps without holding their logic. Checkpoints live under ``outputs/checkpoints/<variant>/<fingerprint>/``, a
+Notebook 05 (``train_variant``) calls these, so the notebook shows the steps without holding their logic; the
+``retrieve_dense`` stage's search is :mod:`ecqg.pipeline.dense_retrieval`. Checkpoints live under ``outputs/checkpoints/<variant>/<fingerprint>/``, a
 DVC output with ``persist: true``: DVC keeps it when it reruns a killed stage, so training resumes, and the
 fingerprint of the training settings makes a changed parameter start afresh instead of resuming a different run.
 """
@@ -10,18 +10,18 @@ fingerprint of the training settings makes a changed parameter start afresh inst
 from __future__ import annotations
 
 import logging
+import os
 import random
 import shutil
 import time
-from typing import Mapping, Sequence
+from typing import Mapping
 
-from ecqg import paths
+from ecqg import paths, variants
 from ecqg.data.dpr import read_dpr_retriever_json
-from ecqg.io import copy_directory, empty_directory, read_jsonl, remove_directory
-from ecqg.pipeline.common import fingerprint, pretrain_seed, primary_seed, seeds
+from ecqg.io import copy_directory, empty_directory
+from ecqg.pipeline.common import fingerprint, primary_seed
 from ecqg.pipeline.finetune_validation import CURVE_DIR
 from ecqg.retrieval import convergence
-from ecqg.retrieval.choices import DENSE_VARIANTS, POLY_VARIANT_DATA
 from ecqg.retrieval.retriever import Retriever, build_retriever, is_saved_retriever, load_retriever
 from ecqg.retrieval.train import TrainConfig, latest_checkpoint, train_biencoder, without_timings
 from ecqg.retrieval.train_data import data_fingerprint, split_records
@@ -84,53 +84,18 @@ def train_config(params: Mapping, phase: str = "finetune", seed: int | None = No
     return TrainConfig.from_dict({**settings, "seed": params["seed"] if seed is None else seed})
 
 
-VARIANTS = DENSE_VARIANTS
-# Pre-trained on the set of the same name (``paths.synthetic_set``): stage 04's generated UnCon / Mixed questions, or
-# stage pseudo_queries' generator-free ETM / RSM pseudo-queries over the same passages, as many.
-SYNTHETIC_VARIANTS = ("uncon", "mixed", "etm", "rsm", "tempqg")
-# Pre-trained on several sets one after the other, each a pre-training phase (``dpr.pretrain``) continuing from the
-# last: Luo et al.'s best BioASQ recipe, RSM's pseudo-queries first, then TempQG's questions (Poly-DPR only).
-PRETRAIN_SEQUENCES = {"rsm_tempqg": ("rsm", "tempqg")}
-PRETRAINED_SUFFIX = "_pre"               # uncon_pre, ...: a pre-trained variant right after pre-training
-PRETRAIN_ONLY_VARIANTS = tuple(v + PRETRAINED_SUFFIX for v in SYNTHETIC_VARIANTS)
-# Poly-DPR (Luo et al. 2022) trained exactly like a DPR variant, on the same data with the same settings and seeds:
-# poly_baseline beside baseline, poly_mixed beside mixed (the 2 x 2 of architecture and synthetic pre-training).
-POLY_PREFIX = "poly_"
-POLY_VARIANTS = tuple(POLY_PREFIX + v for v in POLY_VARIANT_DATA)
-TRAINED_VARIANTS = VARIANTS + POLY_VARIANTS
-
-
-def in_profile(systems: Sequence[str], params: Mapping) -> list[str]:
-    """``systems`` without the rows of the generator-free variants ``pseudo.variants`` does not train (``dpr_etm``,
-    ``dpr_etm_pre``, ``hybrid_<method>_etm``): a profile may skip ETM / RSM (the study does, for its time budget)."""
-    skipped = [kind for kind in paths.PSEUDO_KINDS if kind not in params["pseudo"]["variants"]]
-
-    def skips(system: str) -> bool:
-        return any(system in (f"dpr_{kind}", f"dpr_{kind}{PRETRAINED_SUFFIX}")
-                   or (system.startswith("hybrid_") and system.endswith(f"_{kind}")) for kind in skipped)
-    return [system for system in systems if not skips(system)]
-
-
-def data_variant(variant: str) -> str:
-    """The DPR variant whose training data ``variant`` uses (``poly_mixed`` -> ``mixed``)."""
-    return variant.removeprefix(POLY_PREFIX)
+PRETRAINED_SUFFIX = variants.PRE_SUFFIX     # uncon_pre, ...: a pre-trained variant right after pre-training
 
 
 def retriever_kind(variant: str, params: Mapping) -> str:
-    """``polydpr`` for a Poly-DPR variant, else the kind ``dpr.model`` names."""
-    return "polydpr" if variant.startswith(POLY_PREFIX) else params["dpr"]["model"]
+    """The retriever kind of ``variant`` (the table's, or ``dpr.model``)."""
+    return variants.get(variant).retriever_kind(params)
 
 
-def synthetic_records(variant: str) -> list[dict]:
-    """The pre-training set of ``uncon`` / ``mixed`` (stage 04), ``etm`` / ``rsm`` (stage pseudo_queries) or
-    ``tempqg`` (stage tempqg), DPR retriever-json."""
-    return list(read_dpr_retriever_json(paths.synthetic_set(variant)))
-
-
-def pretraining_sets(data: str) -> tuple[str, ...]:
-    """The synthetic sets a data variant pre-trains on, in order: one set, or a sequence
-    (:data:`PRETRAIN_SEQUENCES`)."""
-    return PRETRAIN_SEQUENCES.get(data, (data,))
+def synthetic_records(name: str) -> list[dict]:
+    """A pre-training set (``ecqg.variants.SETS``: stage 04's, pseudo_queries', tempqg's, or a dose), DPR
+    retriever-json."""
+    return list(read_dpr_retriever_json(variants.synthetic_set(name).path))
 
 
 def _train_phase(model: Retriever, records: list[dict], heldout: int, config: TrainConfig, run_dir, seed: int,
@@ -164,54 +129,44 @@ def _start_model(variant: str, params: Mapping, seed: int) -> Retriever:
 
 
 def is_pretrained_variant(variant: str) -> bool:
-    """Does ``variant`` pre-train on synthetic sets before fine-tuning (uncon, mixed, etm, rsm, tempqg, poly_mixed,
-    poly_rsm_tempqg)?"""
-    return data_variant(variant) in SYNTHETIC_VARIANTS or data_variant(variant) in PRETRAIN_SEQUENCES
+    """Does ``variant`` pre-train on synthetic sets before fine-tuning?"""
+    return variants.get(variant).pretrained
 
 
-def pretraining_stage(variant: str) -> str:
-    """The DVC stage that pre-trains ``variant`` (dvc.yaml): for a message that says what to run."""
-    data = data_variant(variant)
-    if data == paths.TEMPQG_GENERATOR or data in PRETRAIN_SEQUENCES:
-        return f"dpr_pretraining_{variant}"
-    stage = ("dpr_pretraining_poly" if variant.startswith(POLY_PREFIX)
-             else "dpr_pretraining_pseudo" if data in paths.PSEUDO_KINDS else "dpr_pretraining")
-    return f"{stage}@{data}"
+def pretrained_dir(variant: str, seed: int):
+    """Where replicate ``seed`` of ``variant`` keeps its pre-trained model: ``outputs/models/dpr_<variant>_pre_s<seed>``."""
+    return paths.model_dir(variant + PRETRAINED_SUFFIX, seed)
 
 
-def pretrained_dir(variant: str, params: Mapping):
-    """Where the one pre-trained model of ``variant`` lives: ``outputs/models/dpr_<variant>_pre_s<seed>``."""
-    return paths.model_dir(variant + PRETRAINED_SUFFIX, pretrain_seed(params))
-
-
-def pretrain_variant(variant: str, params: Mapping, progress: bool = True) -> dict:
-    """Pre-train ``variant`` on its synthetic set (``dpr.pretrain``), once, with :func:`pretrain_seed`; save it to
+def pretrain_variant(variant: str, params: Mapping, seed: int, progress: bool = True) -> dict:
+    """Pre-train replicate ``seed`` of ``variant`` on its synthetic sets (``dpr.pretrain``) and save it to
     :func:`pretrained_dir`. Returns the phase's figures (history, counts, time).
 
-    UnCon / Mixed pre-train on stage 04's set of that name, ETM / RSM on stage pseudo_queries' set, TempQG on stage
-    tempqg's, Mixed Poly-DPR on Mixed's set; a sequence (``poly_rsm_tempqg``) trains one phase per set, each
-    continuing from the last, and its figures join the phases' (history entries name their ``set``). Every
-    training seed then fine-tunes from this model (:func:`train_variant`).
+    Every replicate pre-trains on its own (seed ``seed``), so the spread over a synthetic variant's runs includes
+    its pre-training's. A variant with several sets (``poly_rsm_tempqg``) trains one phase per set, each continuing
+    from the last, and its figures join the phases' (history entries name their ``set``). Fine-tuning replicate
+    ``seed`` then starts from this model (:func:`train_variant`).
     """
-    if not is_pretrained_variant(variant):
+    spec = variants.get(variant)
+    if not spec.pretrained:
         raise ValueError(f"variant '{variant}' has no synthetic pre-training; pre-trained variants: "
-                         f"{', '.join(v for v in TRAINED_VARIANTS if is_pretrained_variant(v))}")
-    seed = pretrain_seed(params)
+                         f"{', '.join(v.name for v in variants.TABLE if v.pretrained)}")
     model = _start_model(variant, params, seed)
     settings = params["dpr"]["pretrain"]
     checkpoints = paths.checkpoint_dir(variant + PRETRAINED_SUFFIX, seed)
     identity = {k: v for k, v in _settings_identity(variant, params).items() if k != "finetune"}
     phases, trail = [], []
-    for name in pretraining_sets(data_variant(variant)):
+    for name in spec.pretrain:
         synthetic = synthetic_records(name)
         trail.append(data_fingerprint(synthetic))        # a phase's run depends on every set before it
         run_dir = checkpoints / fingerprint(identity, settings, seed, *trail)
         phases.append((name, _train_phase(model, synthetic, settings["heldout"],
                                           train_config(params, "pretrain", seed), run_dir, seed, progress)))
     result = _joined_phases(phases)
-    copy_directory(run_dir / "model", pretrained_dir(variant, params),
-                   {"history.jsonl": without_timings(result["history"])})
-    empty_directory(checkpoints)
+    if is_main_process():
+        copy_directory(run_dir / "model", pretrained_dir(variant, seed),
+                       {"history.jsonl": without_timings(result["history"])})
+        empty_directory(checkpoints)
     return result
 
 
@@ -238,24 +193,22 @@ def train_variant(variant: str, params: Mapping, seed: int, progress: bool = Tru
     """Fine-tune one variant with one seed on the gold data; save it to ``outputs/models/dpr_<variant>_s<seed>``.
     Returns the fine-tuning figures (history, counts, time, and ``pretrained_from`` for a pre-trained variant).
 
-    ``baseline``: the base checkpoint fine-tuned on gold data only (the paper's DPR row). ``uncon`` / ``mixed`` (and
-    the generator-free ``etm`` / ``rsm``): start from the variant's one pre-trained model (:func:`pretrain_variant`,
-    its own stage), then fine-tune exactly like the baseline (same records, settings and seed), so the rows differ
-    only in the pre-training. The seed steers batch order, dropout and the held-out split (and a Poly-DPR's code
-    start without pre-training); the gold sub-sample (``max_examples``) is the same for every seed.
+    ``baseline``: the base checkpoint fine-tuned on gold data only (the paper's DPR row). A pre-trained variant
+    (``ecqg.variants.TABLE``) starts from replicate ``seed``'s pre-trained model (:func:`pretrain_variant`, its own
+    stage), then fine-tunes exactly like the baseline (same records, settings and seed), so the rows differ only in
+    the pre-training. The seed steers batch order, dropout and the held-out split (and a Poly-DPR's code start
+    without pre-training); the gold sub-sample (``max_examples``) is the same for every seed.
 
     Checkpoints (with optimizer state, about 0.5 GB each for MiniLM) serve only to resume a killed run: once the
     model is saved, the variant's checkpoint directory is emptied, older settings' runs included.
     """
-    if variant not in TRAINED_VARIANTS:
-        raise ValueError(f"unknown DPR variant '{variant}'; known: {', '.join(TRAINED_VARIANTS)}")
     start_identity: list = []
     pretrained_from = None
     if is_pretrained_variant(variant):
-        pretrained_from = pretrained_dir(variant, params)
+        pretrained_from = pretrained_dir(variant, seed)
         if not is_saved_retriever(pretrained_from):
-            raise FileNotFoundError(f"{pretrained_from}: no pre-trained model of variant '{variant}' (run stage "
-                                    f"{pretraining_stage(variant)} first)")
+            raise FileNotFoundError(f"{pretrained_from}: no pre-trained model of variant '{variant}', seed {seed} "
+                                    f"(run stage {variants.pretrain_stage(variant, seed)} first)")
         model = load_retriever(pretrained_from)
         start_identity = [fingerprint((pretrained_from / "history.jsonl").read_text(encoding="utf-8"))]
     else:
@@ -267,12 +220,57 @@ def train_variant(variant: str, params: Mapping, seed: int, progress: bool = Tru
     run_dir = paths.checkpoint_dir(variant, seed) / fingerprint(*parts)
     validator, curve = _finetune_validation(variant, params, seed, run_dir, progress)
     result = _train_phase(model, records, heldout, train_config(params, seed=seed), run_dir, seed, progress, validator)
-    if curve is not None and curve.is_dir():     # the snapshots' test runs travel with the model
-        shutil.copytree(curve, run_dir / "model" / CURVE_DIR, dirs_exist_ok=True)
-    copy_directory(run_dir / "model", paths.model_dir(variant, seed),
-                   {"history.jsonl": without_timings(result["history"])})
-    empty_directory(paths.checkpoint_dir(variant, seed))
+    if is_main_process():
+        if curve is not None and curve.is_dir():     # the snapshots' test runs travel with the model
+            shutil.copytree(curve, run_dir / "model" / CURVE_DIR, dirs_exist_ok=True)
+        copy_directory(run_dir / "model", paths.model_dir(variant, seed),
+                       {"history.jsonl": without_timings(result["history"])})
+        empty_directory(paths.checkpoint_dir(variant, seed))
     return {**result, "pretrained_from": None if pretrained_from is None else str(pretrained_from)}
+
+
+def is_main_process() -> bool:
+    """Rank 0 of a torchrun job, or the only process: the one that writes the trained model (the trainer itself
+    saves from the main process only)."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def train_replicate(variant: str, params: Mapping, seed: int, phase: str = "finetune", progress: bool = True
+                    ) -> dict:
+    """Pre-train (``phase="pretrain"``) or fine-tune replicate ``seed`` of ``variant``: in this process, or with
+    ``processes: N`` above 1 in N torchrun processes (one per GPU under ``device: auto``), in-batch negatives
+    gathered across them. ``batch_size`` is the global batch, so the data order, the negatives and the trained model
+    are those of one process (``tests/test_parallel.py`` trains both ways and compares). Returns the phase's
+    figures."""
+    from ecqg import parallel
+
+    if phase not in ("pretrain", "finetune"):
+        raise ValueError(f"phase must be 'pretrain' or 'finetune', not {phase!r}")
+    n = parallel.processes(params)
+    if n == 1:
+        return _run_phase(variant, params, seed, phase, progress)
+    batch = params["dpr"][phase]["batch_size"]
+    if batch % n:
+        raise ValueError(f"dpr.{phase}.batch_size {batch} does not split over processes: {n}; the global batch is "
+                         "cut into one share per process (each the batch per device)")
+    log.info("%s of %s, seed %d: %d processes, %d examples per device of a global batch of %d", phase, variant,
+             seed, n, batch // n, batch)
+    with parallel.job_directory("train") as job_dir:
+        parts = parallel.run("train", {"variant": variant, "params": dict(params), "seed": seed, "phase": phase},
+                             job_dir, params, progress)
+    return parts[0]
+
+
+def train_part(job: Mapping, rank: int, world: int, job_dir) -> dict:
+    """One torchrun process of :func:`train_replicate`: the whole phase, its share of each global batch (the
+    trainer takes it from Accelerate); rank 0 returns the figures."""
+    result = _run_phase(job["variant"], job["params"], job["seed"], job["phase"], job["progress"] and rank == 0)
+    return result if rank == 0 else {}
+
+
+def _run_phase(variant: str, params: Mapping, seed: int, phase: str, progress: bool) -> dict:
+    return (pretrain_variant(variant, params, seed, progress) if phase == "pretrain"
+            else train_variant(variant, params, seed, progress))
 
 
 def _finetune_validation(variant: str, params: Mapping, seed: int, run_dir, progress: bool):
@@ -302,6 +300,8 @@ def training_summary(params: Mapping, result: Mapping, variant: str, seed: int, 
         shown = next((h for h in validation if h["step"] == chosen), shown)
         convergence_figures = {"epochs_trained": history[-1]["epoch"] + 1 if history else 0, "selected_step": chosen,
                                "select_metric": settings["select_metric"], "patience": settings["patience"]}
+    if history and history[-1].get("stopped_by"):
+        convergence_figures["stopped_by"] = history[-1]["stopped_by"]     # recorded by the trainer
     return {
         "variant": variant, "phase": phase, "seed": seed, "profile": params["profile"],
         "base_model": params["dpr"]["base_model"], "pretrained_from": result.get("pretrained_from"),
@@ -327,68 +327,26 @@ def write_training_plots(params: Mapping, history: list[dict], run_name: str) ->
                       ["step", "val_top1", "val_top5", "val_top20", "val_avg_rank"])]
 
 
-def retrieve_all(variant: str, params: Mapping, seed: int | None = None, progress: bool = True) -> dict:
-    """Encode the corpus with the passage encoder of ``variant`` trained with ``seed`` (``untrained``: the base
-    checkpoint, no seed), index it with FAISS, search every test set.
-
-    Memory stays bounded by a chunk at any corpus size: the vectors stream to a memmap beside the index
-    (``<index dir>.embeddings/``, removed once the index is saved) and FAISS adds them from there chunk by chunk.
-    With ``processes`` above 1 the encoding is split over torchrun workers (:mod:`ecqg.parallel`).
-    Before encoding, the memory and disk the index needs are estimated from the corpus size and the stage refuses,
-    naming the setting, when they would not fit (:mod:`ecqg.retrieval.capacity`)."""
-    from ecqg import device, parallel
-    from ecqg.run_files import write_run
-    from ecqg.retrieval import capacity, dense, faiss_index
-
-    if (variant == UNTRAINED) != (seed is None):
-        raise ValueError(f"variant '{variant}' {'takes no' if variant == UNTRAINED else 'needs a'} seed")
-    settings = params["dpr"]
-    model = load_model(variant, params, seed)
-    index_dir = paths.dense_index_dir(variant, seed)
-    scratch = index_dir.with_name(index_dir.name + ".embeddings")
-    n_passages = dense.count_passages(paths.CORPUS)
-    need = capacity.estimate(n_passages, model.dim, model.vectors_per_passage, settings["index"]["kind"],
-                             settings["index"]["params"], dtype=settings["encode"]["dtype"])
-    capacity.check_fits(need, scratch, f"dense index of {system_name(variant, seed)}")
-    autocast = device.autocast_dtype(settings["encode"]["autocast"], device.resolve().type)
-    if scratch.is_dir():
-        remove_directory(scratch)
-    start = time.perf_counter()
-    ids, vectors = dense.encode_corpus(model, paths.CORPUS, scratch, n_passages, processes=parallel.processes(params),
-                                       params=params, batch_size=settings["encode"]["batch_size"],
-                                       dtype=settings["encode"]["dtype"], progress=progress, autocast=autocast)
-    encode_s = time.perf_counter() - start
-    ids, vectors = faiss_index.index_rows(ids, vectors)   # K rows per passage for a multi-vector model
-    index = faiss_index.build_index(vectors, kind=settings["index"]["kind"], seed=params["seed"],
-                                    progress=progress, **settings["index"]["params"])
-    faiss_index.save_index(index, ids, index_dir)
-    del vectors
-    remove_directory(scratch)
-    figures = {"passages": n_passages, "encode_s": round(encode_s, 1), "autocast": autocast,
-               "passages_per_s": round(n_passages / max(encode_s, 1e-9), 1), "device": device.describe(),
-               "processes": parallel.processes(params), "estimated_need": need.as_dict()}
-    if len(ids) != n_passages:
-        figures["index_rows"] = len(ids)
-    for name in params["data"]["test_sets"]:
-        questions = [q for _, q in read_jsonl(paths.questions_file(name))]
-        vectors_q = dense.encode_queries(model, [q["question"] for q in questions],
-                                         batch_size=settings["encode"]["batch_size"], progress=progress,
-                                         autocast=autocast)
-        run = faiss_index.search(index, ids, vectors_q, k=params["retrieval"]["depth"],
-                                 qids=[q["id"] for q in questions], progress=progress)
-        system = system_name(variant, seed)
-        write_run(paths.run_file(system, name), run, tag=system)
-    return figures
-
-
 def system_name(variant: str, seed: int | None = None) -> str:
     """Run directory name of a dense model: ``dpr_<variant>_s<seed>``; the base checkpoint is ``minilm_untrained``."""
     return "minilm_untrained" if variant == UNTRAINED else paths.dense_run_name(variant, seed)
 
 
 def seed_runs(params: Mapping) -> dict[str, list[str]]:
-    """Table 3's dense rows -> the run of each seed (``dpr_baseline`` -> ``[dpr_baseline_s2022, ...]``); a
-    pre-trained-only row (``dpr_uncon_pre``) has the one run of its pre-training (:func:`pretrain_seed`)."""
-    runs = {f"dpr_{v}": [system_name(v, s) for s in seeds(params, v)] for v in TRAINED_VARIANTS}
-    runs.update({f"dpr_{v}": [system_name(v, pretrain_seed(params))] for v in PRETRAIN_ONLY_VARIANTS})
+    """Table 3's dense rows -> the run of each replicate (``dpr_baseline`` -> ``[dpr_baseline_s2022, ...]``), for
+    every variant the profile trains; a pre-trained variant's row right after pre-training (``dpr_uncon_pre``) has
+    the pre-trained model of each replicate, and each dose of ``mixing.doses`` its own rows."""
+    runs = {}
+    for v in variants.trained(params):
+        replicate_seeds = variants.seeds(v, params)
+        runs[v.system] = [system_name(v.name, s) for s in replicate_seeds]
+        if v.pretrained:
+            runs[v.pre_system] = [system_name(v.name + PRETRAINED_SUFFIX, s) for s in replicate_seeds]
+    for v in dose_variants(params):
+        runs[v.pre_system] = [system_name(v.name + PRETRAINED_SUFFIX, s) for s in variants.seeds(v, params)]
     return runs
+
+
+def dose_variants(params: Mapping) -> list:
+    """The dose curve's variants (``mixing.doses``): UnCon and Mixed pre-trained on their sets cut to each size."""
+    return [variants.dose_variant(base, n) for n in variants.doses(params) for base in variants.DOSED_SETS]

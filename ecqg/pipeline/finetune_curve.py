@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ecqg import evaluation, paths
+from ecqg.analysis import tables
 from ecqg.io import read_json
 from ecqg.pipeline.finetune_validation import CURVE_DIR, MOVED_FILE
 from ecqg.run_files import read_run
@@ -59,7 +60,7 @@ def curve_tables(hits: Mapping, test_sets: Mapping[str, list[dict]], ks: Sequenc
                              accuracy=float(evaluation.hits_at_k(matrix, [k])[:, 0].mean())))
         if variant != baseline and (baseline, step, name) in hits:
             for k in ks:
-                res = evaluation.paired_bootstrap(matrix, hits[(baseline, step, name)], k, n_boot, seed)
+                res = tables.paired_bootstrap(matrix, hits[(baseline, step, name)], k, n_boot, seed)
                 paired.append(dict(variant=variant, baseline=baseline, step=step, dataset=name, **res))
     accuracy = pd.DataFrame(rows).sort_values(["variant", "dataset", "k", "step"], ignore_index=True) \
         if rows else pd.DataFrame()
@@ -115,8 +116,8 @@ def curve_gaps(variants: Sequence[str], seed: int) -> dict[str, np.ndarray]:
 def gap_table(gaps: Mapping[str, np.ndarray], n_boot: int, seed: int, confidence: float,
               baseline: str = BASELINE) -> pd.DataFrame:
     """Each snapshot's mean moved-sentence gap (CI over passages) and variant - DPR at the steps both reached, with
-    ``variant`` and ``step`` columns (:func:`ecqg.mechanism.summarise_gaps`)."""
-    from ecqg.mechanism import summarise_gaps
+    ``variant`` and ``step`` columns (:func:`ecqg.analysis.mechanism.summarise_gaps`)."""
+    from ecqg.analysis.mechanism import summarise_gaps
 
     pairs = [(name, f"dpr_{baseline}@{name.rsplit('@', 1)[1]}") for name in gaps
              if not name.startswith(f"dpr_{baseline}@")]

@@ -41,7 +41,7 @@ def corpus_validator(params: Mapping, heldout: Sequence[Mapping], curve_dir: Pat
     from ecqg import device, evaluation
     from ecqg.data.records import read_corpus
     from ecqg.io import write_json
-    from ecqg.mechanism import moved_sentence_scores
+    from ecqg.probes import moved_sentence_scores
     from ecqg.pipeline.located import moved_pairs
     from ecqg.retrieval import dense, faiss_index
     from ecqg.run_files import write_run

@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 
-from ecqg import mechanism, paths
+from ecqg import paths, probes
 from ecqg.data.records import read_corpus
 from ecqg.io import read_jsonl
 
@@ -53,12 +53,12 @@ def locate(questions: Sequence[Mapping], passages: Mapping[str, Mapping], spacy_
     sentences) of every located passage."""
     from ecqg.text import analyze
 
-    gold = mechanism.gold_passages(questions, {pid: p["text"] for pid, p in passages.items()})
+    gold = probes.gold_passages(questions, {pid: p["text"] for pid, p in passages.items()})
     located = list(dict.fromkeys(gold.passage_id[gold.status == "ok"]))
     start = time.perf_counter()
     analyses = dict(zip(located, analyze([passages[pid]["text"] for pid in located], batch_size=spacy_batch_size)))
     log.info("locate: spaCy analysis of %d gold passages in %.1f s", len(located), time.perf_counter() - start)
-    return mechanism.locate_answers(gold, {pid: p["text"] for pid, p in passages.items()}, analyses), analyses
+    return probes.locate_answers(gold, {pid: p["text"] for pid, p in passages.items()}, analyses), analyses
 
 
 def fits_encoder(params: Mapping):
@@ -73,7 +73,7 @@ def fits_encoder(params: Mapping):
 
 def moved_pairs(params: Mapping, max_pairs: int | None, located: tuple | None = None) -> tuple[list[dict], dict]:
     """The moved-sentence probe's pairs (a seeded sample of ``max_pairs``; None: every eligible one) and the counts
-    of what was left out: the same pairs for notebook 07 (``evaluation.mechanism.moved_sentence_passages``) and for
+    of what was left out: the same pairs for notebook 07 (``evaluation.probes.moved_sentence_passages``) and for
     stage 05's fine-tuning curve (``dpr.finetune.curve_probe_passages``) when the two counts agree. ``located``:
     ``(questions, passages, locations, analyses)`` when the caller has them (07), else computed here."""
     if located is None:
@@ -82,5 +82,5 @@ def moved_pairs(params: Mapping, max_pairs: int | None, located: tuple | None = 
         locations, analyses = locate(questions, passages)
     else:
         questions, passages, locations, analyses = located
-    return mechanism.moved_sentence_pairs(questions, locations, passages, analyses, max_pairs, params["seed"],
+    return probes.moved_sentence_pairs(questions, locations, passages, analyses, max_pairs, params["seed"],
                                           fits_encoder(params))

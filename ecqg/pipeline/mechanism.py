@@ -1,6 +1,6 @@
 """Notebook 07 in the pipeline: which questions and models the mechanism evaluations use, and ``mechanism.json``.
 
-Notebook 07 calls these one step at a time; the measures themselves are in :mod:`ecqg.mechanism`. The test set is
+Notebook 07 calls these one step at a time; the measures themselves are in :mod:`ecqg.analysis.mechanism`. The test set is
 NQ (gold passages annotated in the bundle, or BM25's first answer-bearing passage for DPR's csv); systems are
 Table 3's rows, dense ones as the mean over their training seeds.
 """
@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ecqg import evaluation, mechanism, paths
+from ecqg import evaluation, paths, probes
+from ecqg.analysis import mechanism, tables
 from ecqg.pipeline import dense as pipeline
 from ecqg.pipeline.located import (TEST_SET, fits_encoder, gold_counts, gold_passage_records,  # noqa: F401
                                    locate, moved_pairs, nq_questions)
@@ -38,12 +39,12 @@ def dense_systems(params: Mapping) -> list[str]:
     return [s for s in results.table3_systems(params) if s not in results.SPARSE_SYSTEMS and s not in fused]
 
 
-PAIRS = (("dpr_mixed", "dpr_baseline"), ("dpr_mixed", "dpr_uncon"), ("dpr_uncon", "dpr_baseline"),
-         ("dpr_mixed_pre", "dpr_uncon_pre"), ("dpr_poly_baseline", "dpr_baseline"),
-         ("dpr_poly_mixed", "dpr_poly_baseline"), ("dpr_etm", "dpr_baseline"), ("dpr_rsm", "dpr_baseline"),
-         ("dpr_mixed", "dpr_etm"), ("dpr_mixed", "dpr_rsm"), ("dpr_tempqg", "dpr_uncon"),
-         ("dpr_tempqg", "dpr_baseline"), ("dpr_tempqg_pre", "dpr_uncon_pre"),
-         ("dpr_poly_rsm_tempqg", "dpr_poly_baseline"))
+def pairs(params: Mapping) -> list[tuple[str, str]]:
+    """07's paired comparisons: Table 3's among the dense models (``ecqg.variants``), not those against a sparse
+    run or the untrained encoder."""
+    from ecqg.pipeline import results
+
+    return [(a, b) for a, b in results.comparison_pairs(params) if a.startswith("dpr_") and b.startswith("dpr_")]
 
 
 # =========================================================================================================== slices
@@ -51,9 +52,9 @@ def slice_tables(hits: Mapping[str, np.ndarray], questions: Sequence[Mapping], m
                  ks: Sequence[int], pairs: Sequence[tuple[str, str]], n_boot: int, seed: int,
                  confidence: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Top-k accuracy per slice for every system, and paired differences per slice (tidy; ``subset`` = slice)."""
-    table = pd.concat([evaluation.accuracy_table(h, questions, ks, n_boot, seed, confidence, system, TEST_SET,
+    table = pd.concat([tables.accuracy_table(h, questions, ks, n_boot, seed, confidence, system, TEST_SET,
                                                  masks=masks) for system, h in hits.items()], ignore_index=True)
-    paired = [evaluation.paired_table(hits[a], hits[b], questions, ks, n_boot, seed, a, b, TEST_SET, masks=masks)
+    paired = [tables.paired_table(hits[a], hits[b], questions, ks, n_boot, seed, a, b, TEST_SET, masks=masks)
               for a, b in pairs if a in hits and b in hits]
     return table, (pd.concat(paired, ignore_index=True) if paired else pd.DataFrame())
 
@@ -79,7 +80,7 @@ def entity_attention(params: Mapping, locations: pd.DataFrame, analyses: Mapping
                      questions: Sequence[Mapping], progress: bool = True) -> pd.DataFrame:
     """Per question (aligned with ``questions``): the baseline DPR's attention rank of its answer entity among its
     gold passage's entities (first training seed, the model stage 01 studies), with a status for the others."""
-    from ecqg.attention import cls_attention, entity_scores
+    from ecqg.analysis.attention import cls_attention, entity_scores
 
     where = [i for i, r in enumerate(locations.itertuples()) if r.status == "ok"]
     matched = [mechanism.answer_entity(analyses[locations.passage_id.iloc[i]], evaluation._answers_of(questions[i]))
@@ -124,7 +125,7 @@ def moved_sentence_gaps(params: Mapping, pairs: Sequence[Mapping],
         per_seed = []
         for variant, seed in members:
             model = pipeline.load_model(variant, params, seed)
-            front, end = mechanism.moved_sentence_scores(model, pairs, encode["batch_size"], encode["autocast"],
+            front, end = probes.moved_sentence_scores(model, pairs, encode["batch_size"], encode["autocast"],
                                                          progress)
             per_seed.append(front - end)
             rows += [{"system": system, "seed": seed, "question_id": p["question_id"], "front": float(f),
@@ -143,7 +144,7 @@ def write_position_plot(table: pd.DataFrame, profile: str, k: int = 5) -> Path:
     systems = list(dict.fromkeys(sel.system))
     wide = sel.pivot(index="subset", columns="system", values="accuracy").mul(100).round(2)
     rows = [{"answer_sentence": i + 1, **wide.loc[b, systems].to_dict()}
-            for i, b in enumerate(mechanism.BUCKETS) if b in wide.index]
+            for i, b in enumerate(probes.BUCKETS) if b in wide.index]
     return write_csv(paths.plot_data(profile, f"position_top{k}.csv"), rows, ["answer_sentence", *systems])
 
 

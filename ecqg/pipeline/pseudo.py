@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Mapping
 
-from ecqg import paths, pseudo_queries
+from ecqg import paths, pseudo_queries, variants
 from ecqg.data.dpr import read_dpr_retriever_json, write_dpr_retriever_json
 from ecqg.data.records import read_corpus
 from ecqg.errors import DataFormatError
@@ -30,10 +30,10 @@ N_HARD = 1              # hard negatives per query, as for the synthetic sets
 
 def passage_pool() -> tuple[list[str], list[str]]:
     """(passage ids, questions) of the UnCon set's records, in its order."""
-    records = list(read_dpr_retriever_json(paths.synthetic_set(POOL_SET)))
+    records = list(read_dpr_retriever_json(variants.SETS[POOL_SET].path))
     for i, rec in enumerate(records):
         if not rec["positive_ctxs"] or not rec["positive_ctxs"][0].get("passage_id"):
-            raise DataFormatError(paths.synthetic_set(POOL_SET), f"record {i + 1}", "positive_ctxs",
+            raise DataFormatError(variants.SETS[POOL_SET].path, f"record {i + 1}", "positive_ctxs",
                                   "the first positive needs a passage_id (the pseudo-query sets reuse the passage)")
     return [r["positive_ctxs"][0]["passage_id"] for r in records], [r["question"] for r in records]
 
@@ -102,4 +102,4 @@ def build_sets(params: Mapping, progress: bool = True) -> tuple[dict[str, list[d
 def write_sets(sets: Mapping[str, list[dict]]) -> dict[str, int]:
     """Write each set as DPR retriever json under ``outputs/pseudo/`` (emptied first); sizes."""
     empty_directory(paths.PSEUDO)
-    return {kind: write_dpr_retriever_json(paths.synthetic_set(kind), examples) for kind, examples in sets.items()}
+    return {kind: write_dpr_retriever_json(variants.SETS[kind].path, examples) for kind, examples in sets.items()}

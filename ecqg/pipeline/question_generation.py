@@ -16,7 +16,9 @@ from typing import Any, Mapping
 from ecqg import paths
 from ecqg.data.dpr import read_dpr_retriever_json
 from ecqg.io import empty_directory, read_json, read_jsonl, remove_directory, write_json
-from ecqg.paths import GENERATORS  # noqa: F401  (notebook 02 loops over question_generation.GENERATORS)
+from ecqg import schemes
+
+GENERATORS = schemes.of_stage(schemes.QUESTION_GENERATION)   # what stage 02 trains and samples (notebook 02 loops)
 from ecqg.pipeline.common import fingerprint, fingerprint_int, pool_passages, subset, test_gold_ids
 
 log = logging.getLogger(__name__)
@@ -83,7 +85,7 @@ def generator_settings(params: Mapping) -> dict:
 
 def placeholder(generator: str, params: Mapping) -> str | None:
     """The entity placeholder token of ``generator`` (only the conditioned one has one; None when turned off)."""
-    return params["qg"]["entity_placeholder"] if generator == "con" else None
+    return params["qg"]["entity_placeholder"] if schemes.get(generator).condition == "entity" else None
 
 
 def train_generator(generator: str, train: list, train_entities: list, passages: Mapping, params: Mapping,
@@ -122,13 +124,13 @@ def _train_and_keep(generator: str, train: list, train_entities: list, passages:
     from ecqg.hf_training import complete_checkpoints
 
     settings = params["qg"]
-    marking = settings["entity_marking"] if generator == "con" else None
+    marking = settings["entity_marking"] if schemes.get(generator).marked else None
     token = placeholder(generator, params)
     examples, counts = qgm.build_examples(train, passages, generator, marking=marking or qgm.DEFAULT_MARKING,
                                           entities=train_entities, window_words=settings["window_words"],
                                           placeholder=token, progress=progress)
     start = settings["model"]
-    if generator == "con" and settings["con_init"] == "uncon":
+    if schemes.get(generator).starts_from == "qg.con_init" and settings["con_init"] == "uncon":
         start = str(paths.generator_dir("uncon"))
         if not (paths.generator_dir("uncon") / "config.json").is_file():
             raise FileNotFoundError(f"qg.con_init is 'uncon' but {paths.generator_dir('uncon')} holds no trained "
@@ -162,7 +164,7 @@ def generate(model, tokenizer, generator: str, inputs: list[dict], params: Mappi
     from ecqg.qg.sampling import generate_in_processes
 
     settings, gen = params["qg"], params["qg"]["generate"]
-    sampling = dict(marking=settings["entity_marking"] if generator == "con" else None, top_k=gen["top_k"],
+    sampling = dict(marking=settings["entity_marking"] if schemes.get(generator).marked else None, top_k=gen["top_k"],
                     top_p=gen["top_p"], samples=gen["samples"], batch_size=gen["batch_size"],
                     max_new_tokens=gen["max_new_tokens"], seed=int(fingerprint_int(params["seed"], seed_tag)),
                     autocast=gen["autocast"], placeholder=placeholder(generator, params), **generator_settings(params))

@@ -14,36 +14,28 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ecqg import evaluation, paths
+from ecqg import evaluation, paths, variants
+from ecqg.analysis import tables
 from ecqg.io import read_jsonl, write_json
 from ecqg.run_files import read_run
 
-SYSTEM_LABELS = {
-    "tfidf": "TF-IDF",
-    "bm25": "BM25",
-    "minilm_untrained": "MiniLM, not fine-tuned",
-    "dpr_uncon_pre": "UnCon, pre-training only (ours)",
-    "dpr_mixed_pre": "Mixed, pre-training only (ours)",
-    "dpr_etm_pre": "ETM, pre-training only (ours)",
-    "dpr_rsm_pre": "RSM, pre-training only (ours)",
-    "dpr_tempqg_pre": "TempQG, pre-training only (ours)",
-    "dpr_baseline": "DPR (ours)",
-    "dpr_uncon": "UnCon-DPR (ours)",
-    "dpr_mixed": "Mixed-DPR (ours)",
-    "dpr_etm": "ETM-DPR (ours)",          # generator-free pre-training (Luo et al. 2022, §5)
-    "dpr_rsm": "RSM-DPR (ours)",
-    "dpr_poly_baseline": "Poly-DPR (ours)",
-    "dpr_poly_mixed": "Mixed Poly-DPR (ours)",
-    "dpr_tempqg": "TempQG-DPR (ours)",    # template-conditioned questions (Luo et al. 2022, §4)
-    "dpr_poly_rsm_tempqg": "Poly-DPR, RSM then TempQG (ours)",   # Luo et al.'s best BioASQ recipe
-}
-# BM25 + dense hybrids (stage hybrid; Luo et al. 2022's normalised sum, and reciprocal-rank fusion)
-SYSTEM_LABELS.update({f"hybrid_{method}_{variant}": f"BM25 + {name}, {how}"
-                      for variant, name in (("baseline", "DPR"), ("uncon", "UnCon-DPR"), ("mixed", "Mixed-DPR"),
-                                            ("etm", "ETM-DPR"), ("rsm", "RSM-DPR"), ("tempqg", "TempQG-DPR"),
-                                            ("poly_baseline", "Poly-DPR"), ("poly_mixed", "Mixed Poly-DPR"),
-                                            ("poly_rsm_tempqg", "Poly-DPR, RSM then TempQG"))
-                      for method, how in (("sum", "normalised sum"), ("rrf", "RRF"))})
+SPARSE_LABELS = {"tfidf": "TF-IDF", "bm25": "BM25"}
+HYBRID_METHODS = {"sum": "normalised sum", "rrf": "RRF"}     # BM25 + dense hybrids (stage hybrid, Luo et al. 2022)
+
+
+def system_labels(table: Sequence | None = None) -> dict[str, str]:
+    """Table 3's label of every row, in Table 3's order: the sparse retrievers, the untrained encoder, every
+    variant's row right after pre-training, every trained variant, the hybrids (all from ``ecqg.variants``)."""
+    table = variants.TABLE if table is None else table
+    labels = {**SPARSE_LABELS, variants.UNTRAINED: "MiniLM, not fine-tuned"}
+    labels.update({v.pre_system: variants.label(v.pre_system, table) for v in table if v.pretrained})
+    labels.update({v.system: variants.label(v.system, table) for v in table})
+    labels.update({f"hybrid_{method}_{v.name}": f"BM25 + {v.label}, {how}" for v in table
+                   for method, how in HYBRID_METHODS.items()})
+    return labels
+
+
+SYSTEM_LABELS = system_labels()
 DATASET_LABELS = {"nq": "NQ", "wq": "WebQuestions", "tqa": "TriviaQA", "trec": "CuratedTREC"}
 # The subsets of the paper's Table 3 (the bundle also carries the complementary overlap labels; kept in the data,
 # left out of the table).
@@ -108,7 +100,7 @@ def evaluate_systems(systems: Sequence[str], test_sets: Mapping[str, list[dict]]
     paired differences compare seed-means question by question. Other systems are their own single run.
     """
     seed_runs = seed_runs or {}
-    tables, curves, hits = [], [], {}
+    frames, curves, hits = [], [], {}
     caches = {name: evaluation.HitCache(text_of) for name in test_sets}   # runs share most passages per question
     for system in systems:
         runs = list(seed_runs.get(system, [system]))
@@ -123,9 +115,9 @@ def evaluate_systems(systems: Sequence[str], test_sets: Mapping[str, list[dict]]
                                                       k_max=depth, cache=caches[name]))
             matrix = matrices[0] if len(matrices) == 1 else np.stack(matrices, axis=1)
             hits[(system, name)] = matrix
-            tables.append(evaluation.accuracy_table(matrix, questions, ks, n_boot, seed, confidence, system, name))
+            frames.append(tables.accuracy_table(matrix, questions, ks, n_boot, seed, confidence, system, name))
             curves.append(_curve(matrix, questions, system, name))
-    table, curves = pd.concat(tables, ignore_index=True), pd.concat(curves, ignore_index=True)
+    table, curves = pd.concat(frames, ignore_index=True), pd.concat(curves, ignore_index=True)
     return Evaluation(table[table.subset.isin(subsets)].reset_index(drop=True),
                       curves[curves.subset.isin(subsets)].reset_index(drop=True), hits)
 
@@ -171,7 +163,7 @@ def paired_differences(ev: Evaluation, test_sets: Mapping[str, list[dict]], pair
     frames = []
     for a, b in pairs:
         for name, questions in test_sets.items():
-            frames.append(evaluation.paired_table(ev.hits[(a, name)], ev.hits[(b, name)], questions, ks, n_boot,
+            frames.append(tables.paired_table(ev.hits[(a, name)], ev.hits[(b, name)], questions, ks, n_boot,
                                                   seed, a, b, name))
     if not frames:
         return pd.DataFrame()
@@ -231,87 +223,63 @@ def write_table3_metrics(table: pd.DataFrame, paired: pd.DataFrame, setting: Map
     return write_json(path, metrics_tree(table, paired, setting))
 
 
-# --- which rows and comparisons (derived from the variant registries and params, never typed in a notebook) --------
-SPARSE_SYSTEMS = ("tfidf", "bm25")
-UNTRAINED_SYSTEM = "minilm_untrained"      # the base checkpoint, not fine-tuned (``dense.system_name(UNTRAINED)``)
-GENERATED = ("uncon", "mixed")             # pre-trained on generated questions (stage 04)
-TEMPQG = "tempqg"                           # pre-trained on TempQG's template-conditioned questions (stage tempqg)
-LUO_RECIPE = "poly_rsm_tempqg"              # Poly-DPR pre-trained on RSM, then on TempQG (Luo et al.'s best)
+# --- which rows and comparisons (derived from the variant table and params, never typed in a notebook) ------------
+SPARSE_SYSTEMS = variants.SPARSE
+UNTRAINED_SYSTEM = variants.UNTRAINED      # the base checkpoint, not fine-tuned (``dense.system_name(UNTRAINED)``)
 
 
 def table3_systems(params: Mapping) -> list[str]:
-    """Table 3's rows in order: the sparse retrievers, the untrained encoder, each synthetic variant right after
-    pre-training, every trained dense variant (DPR's, then Poly-DPR's), the BM25 + dense hybrids; rows the profile
-    does not train (``pseudo.variants``) left out."""
+    """Table 3's rows in order: the sparse retrievers, the untrained encoder, each pre-trained variant right after
+    pre-training (and the dose curve's rows), every trained variant, the BM25 + dense hybrids; only the variants the
+    profile trains."""
     from ecqg.pipeline import dense, hybrid
 
-    rows = [*SPARSE_SYSTEMS, UNTRAINED_SYSTEM, *(f"dpr_{v}" for v in dense.PRETRAIN_ONLY_VARIANTS),
-            *(f"dpr_{v}" for v in dense.TRAINED_VARIANTS), *hybrid.systems(params)]
-    return dense.in_profile(rows, params)
+    trained = variants.trained(params)
+    return [*SPARSE_SYSTEMS, UNTRAINED_SYSTEM, *(v.pre_system for v in trained if v.pretrained),
+            *(v.pre_system for v in dense.dose_variants(params)), *(v.system for v in trained),
+            *hybrid.systems(params)]
 
 
 def comparison_pairs(params: Mapping) -> list[tuple[str, str]]:
-    """The paired comparisons (A - B) of Table 3, each a question the study asks: sparse against dense; the paper's
-    three orderings; the same right after pre-training and against the untrained encoder; architecture (Poly-DPR
-    beside DPR on the same data, and data given Poly-DPR); generator-free pre-training against DPR and against the
-    generated sets; TempQG's questions against UnCon's, DPR's and the generator-free sets; Luo et al.'s recipe against
-    Poly-DPR, DPR and TempQG-DPR; then the hybrids' (:func:`ecqg.pipeline.hybrid.pairs`). Pairs with a row the
-    profile lacks are left out."""
+    """The paired comparisons (A - B) of Table 3, each a question the study asks: sparse against sparse, every
+    variant against what the table says it is compared with (``ecqg.variants``: the paper's three orderings,
+    architecture, generator-free and template-conditioned pre-training, Luo et al.'s recipe, each right after
+    pre-training too), the dose curve's rows against each other at each size, then the hybrids'
+    (:func:`ecqg.pipeline.hybrid.pairs`)."""
     from ecqg.pipeline import dense, hybrid
 
-    def d(variant: str) -> str:
-        return f"dpr_{variant}"
-
-    def pre(variant: str) -> str:
-        return f"dpr_{variant}{dense.PRETRAINED_SUFFIX}"
-
-    free = paths.PSEUDO_KINDS
-    poly = {v: dense.POLY_PREFIX + v for v in dense.POLY_VARIANT_DATA}
-    pairs = [("bm25", "tfidf"), (d("baseline"), "bm25"),
-             (d("mixed"), d("uncon")), (d("mixed"), d("baseline")), (d("uncon"), d("baseline")),
-             (pre("mixed"), pre("uncon")), *((pre(v), UNTRAINED_SYSTEM) for v in GENERATED),
-             *((d(poly[v]), d(v)) for v in dense.POLY_VARIANT_DATA), (d(poly["mixed"]), d(poly["baseline"])),
-             *((d(k), d("baseline")) for k in free), *((d(g), d(k)) for g in GENERATED for k in free),
-             *((pre(k), UNTRAINED_SYSTEM) for k in free),
-             (d(TEMPQG), d("uncon")), (d(TEMPQG), d("baseline")), (d("mixed"), d(TEMPQG)),
-             *((d(TEMPQG), d(k)) for k in free), (pre(TEMPQG), pre("uncon")), (pre(TEMPQG), UNTRAINED_SYSTEM),
-             (d(LUO_RECIPE), d(poly["baseline"])), (d(LUO_RECIPE), d("baseline")), (d(LUO_RECIPE), d(TEMPQG)),
-             *hybrid.pairs(params)]
+    doses = dense.dose_variants(params)
+    dose_pairs = [(f"dpr_mixed_d{n}_pre", f"dpr_uncon_d{n}_pre") for n in variants.doses(params)]
+    dose_pairs += [(v.pre_system, UNTRAINED_SYSTEM) for v in doses]
+    pairs = [("bm25", "tfidf"), *variants.pairs(params), *dose_pairs, *hybrid.pairs(params)]
     rows = set(table3_systems(params))
     return [pair for pair in pairs if set(pair) <= rows]
 
 
 def attention_systems(params: Mapping) -> list[str]:
     """The one-vector dense models whose [CLS] attention 06 analyses and which answer the Table 1 probe."""
-    from ecqg.pipeline import dense
-
-    rows = set(table3_systems(params))
-    return [f"dpr_{v}" for v in dense.VARIANTS if f"dpr_{v}" in rows]
+    return [v.system for v in variants.trained(params) if v.retriever_kind(params) != "polydpr"]
 
 
 def seed_systems(params: Mapping) -> list[str]:
-    """The one-vector systems trained with every seed of ``dpr.seeds`` (the paper's DPR, UnCon-DPR, Mixed-DPR, as
-    far as the profile trains them): the ones 06 measures seed by seed. The related system's retrievers have only
-    ``dpr.related_seeds``, so they have no seed spread to show."""
-    from ecqg.pipeline.common import PAPER_VARIANTS
-
-    trained = set(attention_systems(params))
-    return [f"dpr_{v}" for v in PAPER_VARIANTS if f"dpr_{v}" in trained]
+    """The paper's variants (DPR, UnCon-DPR, Mixed-DPR, as far as the profile trains them), trained with every seed
+    of ``dpr.seeds``: the ones 06 measures replicate by replicate."""
+    return [v.system for v in variants.trained(params) if v.seeds == variants.PAPER]
 
 
 # --- 06's analyses of every training seed and of Poly-DPR's codes ---------------------------------------------------
 def attention_by_seed(params: Mapping, studied: Sequence[Mapping], sentences: Sequence, probes: Sequence[Mapping],
                       probe_passages: Sequence[Mapping], first: tuple[pd.DataFrame, pd.DataFrame],
                       compared: Sequence[str], progress: bool = True) -> pd.DataFrame:
-    """One row per seed of ``dpr.seeds`` and comparison of ``compared`` (``ecqg.encoder_comparison.seed_rows``):
+    """One row per seed of ``dpr.seeds`` and comparison of ``compared`` (``ecqg.analysis.encoder_comparison.seed_rows``):
     the first seed's attention and probe summaries are ``first`` (already measured); every further seed's models
     measure the same passages and probe questions, one seed in memory at a time."""
-    from ecqg import encoder_comparison as ec
-    from ecqg.pipeline import dense
+    from ecqg.analysis import encoder_comparison as ec
+    from ecqg.pipeline import common, dense
 
     ev = params["evaluation"]
     boot = dict(n_boot=ev["bootstrap_samples"], seed=params["seed"], confidence=ev["confidence"])
-    seeds = dense.seeds(params)
+    seeds = common.seeds(params)
     pairs = [p for p in ec.DEFAULT_PAIRS if set(p) <= set(compared)]
     attention, probe = {seeds[0]: first[0]}, {seeds[0]: first[1][first[1].encoder.isin(compared)]}
     for seed in seeds[1:]:
@@ -329,14 +297,14 @@ def attention_by_seed(params: Mapping, studied: Sequence[Mapping], sentences: Se
 def poly_codes_metrics(models: Mapping[str, object], studied: Sequence[Mapping], sentences: Sequence,
                        probes: Sequence[Mapping], probe_passages: Sequence[Mapping], batch_size: int
                        ) -> tuple[dict, dict[str, pd.DataFrame]]:
-    """What each Poly-DPR's K codes do (``ecqg.poly_codes``): per code the entropy and later-sentence share of its
+    """What each Poly-DPR's K codes do (``ecqg.analysis.poly_codes``): per code the entropy and later-sentence share of its
     attention on the studied passages (a ``mean`` row: the codes' mean attention), its wins on the probe questions,
     and the codes' similarity. Returns ``(metrics for poly_codes.json, per-code table per model)``."""
-    from ecqg import poly_codes
+    from ecqg.analysis import poly_codes
 
     with_sentences = [{**p, "sentences": s} for p, s in zip(studied, sentences)]
     passage_of = {p["id"]: p for p in probe_passages}
-    metrics, tables = {}, {}
+    metrics, per_model = {}, {}
     for name, model in models.items():
         per_code = (poly_codes.code_attention_table(model, with_sentences, batch_size=batch_size)
                     .groupby("code", sort=False)[["entropy", "later_sentence_share"]].mean())
@@ -348,5 +316,5 @@ def poly_codes_metrics(models: Mapping[str, object], studied: Sequence[Mapping],
                          "codes": {str(code): {k: (None if v is None or v != v else round(float(v), 4))
                                                for k, v in row.items()}
                                    for code, row in per_code.to_dict("index").items()}}
-        tables[name] = per_code
-    return metrics, tables
+        per_model[name] = per_code
+    return metrics, per_model

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from ecqg import paths
 from ecqg.data.records import read_squad2_unanswerable
 from ecqg.io import empty_directory
-from ecqg.paths import GENERATORS
+from ecqg.schemes import of_stage
 from ecqg.pipeline.common import passages_by_id  # noqa: F401  (notebooks 03 / 04 / 06 read passages through here)
 
 
@@ -22,7 +22,7 @@ def generated_questions() -> dict[str, list[dict]]:
     """Stage 02's sampled questions per generator, validated (errors name the file, line and field)."""
     from ecqg.filtering import read_generated
 
-    return {g: list(read_generated(paths.generated_file(g))) for g in GENERATORS}
+    return {g: list(read_generated(paths.generated_file(g))) for g in of_stage()}
 
 
 def probe_questions() -> list[dict]:
@@ -139,7 +139,7 @@ def kept_questions() -> dict[str, list[dict]]:
     """Stage 03's survivors per generator."""
     from ecqg.filtering import read_generated
 
-    return {g: list(read_generated(paths.kept_file(g))) for g in GENERATORS}
+    return {g: list(read_generated(paths.kept_file(g))) for g in of_stage()}
 
 
 def test_question_keys(params: Mapping) -> set[str]:

@@ -25,7 +25,7 @@ import logging
 from collections import Counter, defaultdict
 from typing import Any, Mapping, Sequence
 
-from ecqg import paths
+from ecqg import paths, variants
 from ecqg.io import remove_directory, write_json
 from ecqg.pipeline.common import fingerprint, passages_by_id, pool_passages
 from ecqg.tempqg import generation, selector
@@ -286,5 +286,5 @@ def write_set(params: Mapping, records: Sequence[Mapping], passages: dict, progr
     searcher.close()
     passages.update(passages_by_id({pid for hits in run.values() for pid, _ in hits} - passages.keys()))
     examples, negatives = dpr_examples(records, run, passages, n_hard=N_HARD)
-    size = write_dpr_retriever_json(paths.synthetic_set(paths.TEMPQG_GENERATOR), examples)
+    size = write_dpr_retriever_json(variants.SETS[variants.TEMPQG].path, examples)
     return {"size": size, **{f"negatives_{k}": v for k, v in negatives.items() if k != "questions"}}

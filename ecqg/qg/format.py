@@ -18,7 +18,7 @@ import re
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
-from ecqg.paths import GENERATORS
+from ecqg import schemes
 from ecqg.qg.entities import find_mention, select_entities
 
 log = logging.getLogger(__name__)
@@ -110,24 +110,26 @@ def build_examples(triples: Sequence[Mapping[str, Any]], passages: Mapping[str, 
     ``window_words`` crops each passage around the answer (and the entity; see :func:`crop_passage`).
     ``placeholder`` (con only): the entity's mention in the target question becomes this token (:func:`delexicalise`).
     """
-    if generator not in GENERATORS:
-        raise ValueError(f"unknown generator {generator!r}; known: {GENERATORS}")
+    scheme = schemes.get(generator)
+    if scheme.condition not in (None, "entity"):
+        raise ValueError(f"{generator}: its inputs carry a {scheme.condition}, built by its own stage, not here")
+    on_entity = scheme.condition == "entity"
     counts: Counter = Counter()
-    if generator == "con" and entities is None:
+    if on_entity and entities is None:
         entities, counts = select_entities(triples, passages, progress=progress)
     examples = []
     for i, triple in enumerate(triples):
         passage = passages.get(triple["passage_id"])
         if passage is None:
             raise KeyError(f"gold triple {triple['id']!r}: passage_id {triple['passage_id']!r} is not in the corpus")
-        ent = entities[i] if generator == "con" else None
-        if generator == "con" and ent is None:
+        ent = entities[i] if on_entity else None
+        if on_entity and ent is None:
             continue
         focus = triple["answer_start"]
         if ent is not None and ent["entity_start"] is not None:
             focus = (focus + ent["entity_start"]) // 2
         source = format_source(passage["title"], passage["text"], ent and ent["entity"],
-                               ent and ent["entity_start"], marking if generator == "con" else None,
+                               ent and ent["entity_start"], marking if scheme.marked else None,
                                window_words=window_words, focus=focus)
         question = triple["question"]
         if ent is not None and placeholder:

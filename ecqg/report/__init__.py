@@ -13,7 +13,7 @@ them), so the check is stable.
 What it reads (each optional except that a missing file is said, not hidden):
 ``table3.json`` (``ecqg.pipeline.results.metrics_tree``), ``attention_bias.json`` (stage 01),
 ``encoder_comparison.json``
-(``ecqg.encoder_comparison.metrics_tree``), ``question_generation.json`` / ``filtering.json`` / ``mixing.json``
+(``ecqg.analysis.encoder_comparison.metrics_tree``), ``question_generation.json`` / ``filtering.json`` / ``mixing.json``
 (rendered generically: whatever keys they hold), ``mechanism.json`` (``ecqg.pipeline.mechanism.metrics_tree``),
 ``dpr_*_training.json`` (the settings and training-runs tables), ``finetune_curve.json`` /
 ``mechanism_curve.json`` (Table 3 and the mechanism against fine-tuning length, where the profile records them),
@@ -37,6 +37,7 @@ from ecqg.report.format import CLAIM_BLOCK, SYNTHETIC_STAGES, load_metrics, miss
 from ecqg.report.headline import headline, render_comparison
 from ecqg.report.mechanism import render_mechanism
 from ecqg.report.related import render_poly_codes, render_pseudo_sets, render_questions, render_tempqg
+from ecqg.report.staleness import render_staleness
 from ecqg.report.sections import (render_attention_bias, render_encoder_comparison, render_generic,
                                   render_settings, render_table3, render_wall_times)
 
@@ -95,9 +96,13 @@ PAGE = "README.md"      # each profile's page, beside its metrics (a code host r
 
 
 def render_page(metrics_dir: str | Path, declared: set[str] | None = None) -> str:
-    """The whole results page of a profile: the section of :func:`render_results` with its headings one level up."""
+    """The whole results page of a profile: the section of :func:`render_results` with its headings one level up,
+    and, for a profile's committed results folder, which of its stages are stale against the code
+    (:mod:`ecqg.report.staleness`)."""
     metrics_dir = Path(metrics_dir)
     body = render_results(metrics_dir, declared)
+    if metrics_dir.resolve() == paths.metrics_dir(metrics_dir.name).resolve():
+        body += "\n" + render_staleness(metrics_dir.name)
     body = body.replace(f"### Profile `{metrics_dir.name}`\n", f"# Results of the `{metrics_dir.name}` profile\n", 1)
     return re.sub(r"^####", "##", body, flags=re.MULTILINE)
 

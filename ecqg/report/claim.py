@@ -22,12 +22,12 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from ecqg.encoder_comparison import PAPER
+from ecqg.analysis.encoder_comparison import PAPER
 from ecqg.pipeline.attention_bias import PAPER_POSITION_BIAS
 from ecqg.pipeline.results import PAPER_TABLE3
 from ecqg.report import evidence
 from ecqg.report.format import md_table, num, pval
-from ecqg.stats import ALPHA, ONE_RUN, POWER, detectable_effect, holm_checked, power_at, verdict
+from ecqg.analysis.stats import ALPHA, ONE_RUN, POWER, detectable_effect, holm_checked, power_at, verdict
 
 Getter = Callable[[Mapping], "dict | None"]
 

@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ecqg.io import read_json
-from ecqg.mechanism import BUCKETS, THIRDS
+from ecqg.analysis.mechanism import THIRDS
+from ecqg.probes import BUCKETS
 from ecqg.pipeline.finetune_curve import BASELINE
 from ecqg.pipeline.results import DATASET_LABELS
 from ecqg.report.format import LABELS, TABLE3_ORDER, label, md_table, num, ordered, pval, with_ci
@@ -55,8 +56,13 @@ def _count(x) -> str:
 
 
 def _stopped(run: Mapping) -> str:
-    """``patience`` when the run ended ``patience`` epochs after its kept one, else ``cap`` (``dpr.finetune.epochs``
-    or ``max_steps``); ``–`` without the patience rule."""
+    """Why the run ended, as the trainer recorded it (``stopped_by``: patience, or the cap of ``epochs`` /
+    ``max_steps``); for a record from before the trainer kept it, worked out from the epochs and the kept step
+    (patience when the run ended ``patience`` epochs after its kept one, else the cap); ``–`` without the patience
+    rule."""
+    recorded = run.get("stopped_by")
+    if recorded:
+        return "patience" if recorded == "patience" else "cap"
     epochs, kept, steps, patience = (run.get(k) for k in ("epochs_trained", "selected_step", "steps", "patience"))
     if None in (epochs, kept, steps, patience) or not epochs:
         return "–"

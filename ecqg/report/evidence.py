@@ -4,8 +4,8 @@ Why a module of its own: the metrics files keep, for every system trained more t
 their spread (``<measure>_seed_sd``, n - 1) and, from this version on, each run's value (``<measure>_s<seed>``), and
 for every paired comparison its question-level bootstrap and (stage 06 / 07) the hierarchical bootstrap over runs
 (``<measure>_runs_*``). The claims table and the related system's comparisons both turn these into one interval over
-runs per row (:mod:`ecqg.stats`), the more conservative of the t-interval and the bootstrap where both exist. Older
-metrics without per-run values still give the t-interval (it needs only mean, sd and count per arm).
+runs per row (:mod:`ecqg.analysis.stats`), the more conservative of the t-interval and the bootstrap where both
+exist. Older metrics without per-run values still give the t-interval (it needs only mean, sd and count per arm).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ecqg.stats import (Interval, combined_se, conservative, one_sample_interval, se_from_ci, t_interval,
+from ecqg.analysis.stats import (Interval, combined_se, conservative, one_sample_interval, se_from_ci, t_interval,
                         welch_interval)
 
 

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ecqg.encoder_comparison import ENCODER_LABELS
+from ecqg.analysis.encoder_comparison import ENCODER_LABELS
 from ecqg.io import read_json
 from ecqg.pipeline.results import SYSTEM_LABELS
 
@@ -27,7 +27,8 @@ KS = (1, 5, 20, 100)
 SYNTHETIC_STAGES = (("question_generation", "02 question generation"), ("filtering", "03 filtering"),
                     ("mixing", "04 mixing"))
 # Pipeline order of the stage_<name>.json files; names not listed follow in alphabetical order.
-STAGE_ORDER = ("prepare", "index_bm25", "index_tfidf", "retrieve_bm25", "retrieve_tfidf", "training_data",
+STAGE_ORDER = ("prepare", "index_bm25", "index_tfidf", "tokenize_corpus", "retrieve_bm25", "retrieve_tfidf",
+               "training_data",
                "05_dpr_training.baseline", "retrieve_dense_untrained", "retrieve_dense_baseline",
                "01_attention_bias", "02_question_generation", "03_filtering", "04_mixing",
                "05_dpr_training.uncon", "05_dpr_training.mixed", "retrieve_dense_uncon_pre",

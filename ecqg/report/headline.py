@@ -22,7 +22,7 @@ def headline(metrics_dir: str | Path, full: bool = False) -> dict:
     than once, ``rp5.mixed-dpr`` (its p-value over training runs, :mod:`ecqg.report.evidence`, the one a verdict
     reads), else ``p5.mixed-dpr`` (its p-value over questions; ``full`` gives both);
     ``psi.<system>`` (PSI at Top-5); ``gap.<system>`` (moved-sentence gap). Short, because ``dvc metrics show`` sizes
-    its columns by the keys (the smoke test holds the table within 160 characters)."""
+    its columns by the keys (the smoke test holds the table within 180 characters)."""
     metrics_dir = Path(metrics_dir)
     out: dict = {}
     table3 = load_metrics(metrics_dir, "table3.json") or {}

@@ -43,7 +43,8 @@ def _paired_slice_rows(paired: Mapping, slices: Sequence[str], ks: Sequence[int]
 def render_mechanism(mech: Mapping) -> str:
     """Notebook 07: Top-k by answer position with PSI, by the baseline's attention to the answer entity, and the
     moved-sentence gaps, each with CIs and paired differences of the dense variants."""
-    from ecqg.mechanism import BUCKETS, THIRDS
+    from ecqg.analysis.mechanism import THIRDS
+    from ecqg.probes import BUCKETS
 
     out = ["#### Where the method acts (notebook 07)\n"]
     setting = mech.get("setting", {})

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from ecqg.report import evidence
 from ecqg.report.format import label, md_table, num, pval, with_ci
-from ecqg.stats import ONE_RUN, holm_checked, verdict
+from ecqg.analysis.stats import ONE_RUN, holm_checked, verdict
 
 
 def _pct(x) -> str:

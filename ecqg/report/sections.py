@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from ecqg.encoder_comparison import ENCODER_LABELS, PAPER
+from ecqg.analysis.encoder_comparison import ENCODER_LABELS, PAPER
 from ecqg.io import read_json
 from ecqg.pipeline.results import DATASET_LABELS, PAPER_TABLE3, SUBSET_LABELS
 from ecqg.report.convergence import training_runs
@@ -285,10 +285,11 @@ def render_wall_times(metrics_dir: Path, declared: set[str] | None = None) -> st
 
 
 def _stage_position(name: str) -> tuple[int, bool, str]:
-    """Pipeline order; a seeded run (``05_dpr_training.baseline-2022``) sits where its variant does, a variant's one
-    pre-training (``05_dpr_training.uncon-pre``) first."""
-    base = re.sub(r"-(\d+|pre)$", "", name)
-    return (STAGE_ORDER.index(base) if base in STAGE_ORDER else len(STAGE_ORDER), not name.endswith("-pre"), name)
+    """Pipeline order; a seeded run (``05_dpr_training.baseline-2022``) sits where its variant does, a replicate's
+    pre-training (``05_dpr_training.uncon-pre-2022``; before 1 Dec one per variant, ``...uncon-pre``) first."""
+    base = re.sub(r"(-pre)?(-\d+)?$", "", name)
+    pre = "-pre-" in name or name.endswith("-pre")
+    return (STAGE_ORDER.index(base) if base in STAGE_ORDER else len(STAGE_ORDER), not pre, name)
 
 
 def _stage_files(metrics_dir: Path) -> dict[str, dict]:

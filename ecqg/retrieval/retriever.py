@@ -39,6 +39,7 @@ import torch
 from ecqg.io import atomic_path
 from ecqg.registry import Registry
 from ecqg.retrieval.choices import RETRIEVERS
+from ecqg.retrieval.tokens import passage_features
 
 CONFIG_FILE = "retriever.json"
 LEGACY_CONFIG_FILE = "bi_encoder.json"      # models saved before the registry: always a bi-encoder
@@ -190,8 +191,7 @@ class Retriever(torch.nn.Module):
 
     def passage_features(self, titles: Sequence[str], texts: Sequence[str]) -> list[dict[str, list[int]]]:
         """As :meth:`tokenize_passages`, unpadded, one dict per passage."""
-        return _features(self.tokenizer(list(titles), list(texts), truncation="only_second",
-                                        max_length=self.config.passage_max_length))
+        return passage_features(self.tokenizer, titles, texts, self.config.passage_max_length)
 
     def pad(self, features: list[dict[str, list[int]]]) -> dict[str, torch.Tensor]:
         """Pad unpadded features into tensors, as ``tokenizer.pad`` does (pad id for ``input_ids``, 0 elsewhere, on

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import argparse
 
-from ecqg import config
+from ecqg import config, variants
 from ecqg.pipeline.hybrid import fuse_with_bm25
-from ecqg.retrieval.choices import HYBRID_VARIANTS
 from ecqg.stages import timed_stage
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ecqg.stages.hybrid")
-    parser.add_argument("variant", help="a trained dense variant: " + " | ".join(HYBRID_VARIANTS))
+    parser.add_argument("variant", help="a trained dense variant: " + " | ".join(v.name for v in variants.TABLE))
     parser.add_argument("--seed", type=int, required=True, help="its training seed")
     args = parser.parse_args(argv)
     params = config.load()

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
-from ecqg.paths import TEMPQG_GENERATOR
+from ecqg.schemes import TEMPQG
 from ecqg.qg.format import SEPARATOR
 
 
@@ -64,7 +64,7 @@ def as_tempqg(records: Sequence[Mapping[str, Any]]) -> list[dict]:
     for rec in records:
         rec = dict(rec)
         rec["template"] = rec.pop("entity")
-        rec.update(entity=None, entity_label=None, generator=TEMPQG_GENERATOR,
-                   id=rec["id"].replace("qg-uncon-", f"qg-{TEMPQG_GENERATOR}-", 1))
+        rec.update(entity=None, entity_label=None, generator=TEMPQG.name,
+                   id=rec["id"].replace("qg-uncon-", f"qg-{TEMPQG.name}-", 1))
         out.append(rec)
     return out

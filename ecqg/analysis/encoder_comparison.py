@@ -6,7 +6,7 @@ pre-training on entity-conditioned questions spread the passage encoder's attent
 on the SAME passages, so differences can be paired passage by passage (a paired bootstrap removes the large
 between-passage variance that would otherwise swamp effects of one or two points).
 
-Measures (definitions of ``ecqg.attention``: last-layer [CLS] attention, renormalised over the TEXT word pieces):
+Measures (definitions of ``ecqg.analysis.attention``: last-layer [CLS] attention, renormalised over the TEXT word pieces):
 
 * ``entropy``: token-level attention entropy in nats (paper: DPR 3.97, UnCon-DPR 3.80, Mixed-DPR 4.10). It grows
   with the number of pieces (uniform = log n), so only comparisons on the same passages mean anything.
@@ -60,16 +60,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ecqg import stats
+from ecqg import variants
+from ecqg.analysis import stats
 from ecqg.errors import DataFormatError
 from ecqg.io import write_json
 
 log = logging.getLogger(__name__)
 
-ENCODER_LABELS = {"dpr_baseline": "DPR", "dpr_uncon": "UnCon-DPR", "dpr_mixed": "Mixed-DPR",
-                  "dpr_etm": "ETM-DPR", "dpr_rsm": "RSM-DPR", "dpr_poly_baseline": "Poly-DPR",
-                  "dpr_poly_mixed": "Mixed Poly-DPR", "untrained": "MiniLM, not fine-tuned"}
-DEFAULT_PAIRS = (("dpr_mixed", "dpr_baseline"), ("dpr_mixed", "dpr_uncon"), ("dpr_uncon", "dpr_baseline"))
+ENCODER_LABELS = {**{v.system: v.label for v in variants.TABLE}, "untrained": "MiniLM, not fine-tuned"}
+DEFAULT_PAIRS = tuple(variants.paper_pairs())   # the paper's orderings: UnCon - DPR, Mixed - UnCon, Mixed - DPR
 ROLES = ("highest", "lowest")
 
 # Reported in the paper (BERT-base DPR on Wikipedia); labelled as the paper's wherever shown.
@@ -92,13 +91,13 @@ def compare_attention(models: Mapping[str, object], passages: Sequence[Mapping],
     """One row per (encoder, passage): entropy, first / later sentence shares, per-piece means, text share.
 
     ``models``: encoder key -> ``BiEncoder`` loaded with ``attn_implementation="eager"``. The spaCy sentence split
-    runs once for all models (it depends on the text only); ``ecqg.attention.analyze_passages`` would redo it and
+    runs once for all models (it depends on the text only); ``ecqg.analysis.attention.analyze_passages`` would redo it and
     the entity scoring per model, which this comparison does not need, so its building blocks are used instead.
     ``sentences``: the split of an earlier call on the same passages (``sentence_split``), to measure more models
     (another training seed's) without splitting again.
     """
     # torch / transformers / spaCy are imported where used, so ecqg.report can read this module's constants cheaply.
-    from ecqg.attention import _checked_passages, attention_entropy, cls_attention, sentence_shares
+    from ecqg.analysis.attention import _checked_passages, attention_entropy, cls_attention, sentence_shares
 
     if not models:
         raise ValueError("compare_attention: no models given")
@@ -129,7 +128,7 @@ def compare_attention(models: Mapping[str, object], passages: Sequence[Mapping],
 
 def sentence_split(passages: Sequence[Mapping], spacy_batch_size: int = 64) -> list:
     """spaCy's sentences of each passage's text (``ecqg.text.analyze``), as ``compare_attention`` uses them."""
-    from ecqg.attention import _checked_passages
+    from ecqg.analysis.attention import _checked_passages
     from ecqg.text import analyze
 
     _, _, texts = _checked_passages(passages)
@@ -157,7 +156,7 @@ def paired_mean_difference(diff: np.ndarray, n_boot: int = 10000, seed: int = 0,
                            confidence: float = 0.95) -> dict:
     """Mean of per-item differences with a percentile CI and a two-sided bootstrap p-value.
 
-    The same recipe as ``ecqg.evaluation.paired_bootstrap`` (null-centred resamples, +1 correction), which only
+    The same recipe as ``ecqg.analysis.tables.paired_bootstrap`` (null-centred resamples, +1 correction), which only
     takes 0/1 hits; here the differences are real-valued (attention shares, dot-product scores).
     """
     diff = np.asarray(diff, dtype=float)

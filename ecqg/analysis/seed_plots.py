@@ -1,6 +1,6 @@
 """Figures of the spread between training seeds: whether a comparison belongs to the method or to one seed.
 
-Kept apart from ``ecqg.plots`` (the per-run figures every stage draws) because only the results stage draws it, so
+Kept apart from ``ecqg.analysis.plots`` (the per-run figures every stage draws) because only the results stage draws it, so
 a change here reruns that stage alone.
 """
 
@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ecqg.plots import ci_error_bars
+from ecqg.analysis.plots import ci_error_bars
 
 SEED_PANELS = (("attention", "later_sentence_share", "later-sentence share, A - B (points)"),
                ("attention", "entropy", "attention entropy, A - B (nats)"),
@@ -24,7 +24,7 @@ def plot_seed_differences(rows: pd.DataFrame, labels: Mapping[str, str] | None =
     comparison, one marker per seed with its 95% CI over passages. Seeds that agree in sign and each exclude 0
     make a claim about the method; seeds that straddle 0 make it one about a seed.
 
-    ``rows``: ``ecqg.encoder_comparison.seed_rows`` output.
+    ``rows``: ``ecqg.analysis.encoder_comparison.seed_rows`` output.
     """
     labels = labels or {}
 

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ecqg.attention import TEXT, attention_entropy, sentence_shares
+from ecqg.analysis.attention import TEXT, attention_entropy, sentence_shares
 from ecqg.models import inference
 from ecqg.retrieval import dense
 

@@ -1,4 +1,5 @@
-"""Figures: ``fig = plot_x(data)``; no file I/O here (notebooks save what they show)."""
+"""Figures of the analysis notebooks (01, 06, 07): ``fig = plot_x(data)``; no file I/O here (notebooks save what
+they show). The figures of the stages that train or build data are :mod:`ecqg.stage_plots`."""
 
 from __future__ import annotations
 
@@ -72,36 +73,6 @@ def panel_titles(panels: Sequence[tuple[str, str]], dataset_labels: Mapping[str,
     return {(d, s): f"{dataset_labels.get(d, d)} {subset_labels.get(s, s)}" for d, s in panels}
 
 
-def plot_training_history(history: Sequence[Mapping], title: str = ""):
-    """Training loss per step (with a moving average) and the held-out validation curve (top-k in the pool, rank)."""
-    frame = pd.DataFrame(list(history))
-    fig, (ax_loss, ax_val) = plt.subplots(1, 2, figsize=(11, 3.6))
-    ax_loss.plot(frame.step, frame.loss, color="C0", alpha=0.35, label="loss per step")
-    window = max(1, len(frame) // 20)
-    ax_loss.plot(frame.step, frame.loss.rolling(window, min_periods=1).mean(), color="C0",
-                 label=f"moving average ({window} steps)")
-    ax_loss.set_xlabel("step")
-    ax_loss.set_ylabel("NLL (in-batch + hard negatives)")
-    ax_loss.legend(fontsize=8)
-    ax_loss.grid(alpha=0.3)
-    val = frame.dropna(subset=["val_top1"]) if "val_top1" in frame else frame.iloc[0:0]
-    for i, key in enumerate(("val_top1", "val_top5", "val_top20")):
-        if key in val:
-            ax_val.plot(val.step, 100 * val[key], marker="o", color=f"C{i + 1}", label=key.replace("val_", "held-out "))
-    ax_val.set_xlabel("step")
-    ax_val.set_ylabel("positive in top-k of the held-out pool (%)")
-    if "val_avg_rank" in val:
-        twin = ax_val.twinx()
-        twin.plot(val.step, val.val_avg_rank, color="grey", linestyle="--", label="average rank")
-        twin.set_ylabel("average rank of the positive", color="grey")
-    ax_val.legend(fontsize=8, loc="lower right")
-    ax_val.grid(alpha=0.3)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    return fig
-
-
 # ------------------------------------------------------------------------------------------------ attention study
 def _wrap_words(words: Sequence[str], width: int) -> list[list[int]]:
     """Greedy line breaking of word indices at ``width`` characters (monospace layout, so no renderer is needed)."""
@@ -122,7 +93,7 @@ def plot_attention_heatmap(words: Sequence[str], weights: Sequence[float],
                            cmap: str = "Reds", fontsize: float = 9):
     """Figure 1 of the paper: [CLS] attention over the words of one passage, wrapped in lines.
 
-    ``weights`` are per word (word pieces already summed, e.g. ``ecqg.attention.word_attention``);
+    ``weights`` are per word (word pieces already summed, e.g. ``ecqg.analysis.attention.word_attention``);
     ``highlight_spans`` are ``[first, last + 1)`` word-index ranges (entities) drawn bold and outlined.
     """
     weights = np.asarray(weights, dtype=float)
@@ -156,7 +127,7 @@ def plot_attention_heatmap(words: Sequence[str], weights: Sequence[float],
 
 
 def _binned_means(frame: pd.DataFrame, bins: np.ndarray, n_boot: int, seed: int) -> pd.DataFrame:
-    from ecqg.stats import bootstrap_ci
+    from ecqg.analysis.stats import bootstrap_ci
 
     which = np.clip(np.digitize(frame.relative_position, bins) - 1, 0, len(bins) - 2)
     rows = []
@@ -241,7 +212,7 @@ def plot_sentence_shares(summary: pd.DataFrame, labels: Mapping[str, str] | None
     """Left: each encoder's mean share of attention on sentences 2.. (95% CI); right: the paired differences between
     encoders over the same passages (points, 95% CI), with the paper's where it reports one.
 
-    ``summary``: ``ecqg.encoder_comparison.attention_summary`` output.
+    ``summary``: ``ecqg.analysis.encoder_comparison.attention_summary`` output.
     """
     labels = labels or {}
     name = lambda k: labels.get(k, k)  # noqa: E731
@@ -277,7 +248,7 @@ def plot_probe_scores(probe: pd.DataFrame, labels: Mapping[str, str] | None = No
     entity, per encoder (95% CIs), the paired gap written above each pair. Levels differ between encoders (and from
     the paper's BERT-base DPR); read the gaps.
 
-    ``probe``: ``ecqg.encoder_comparison.probe_summary`` output.
+    ``probe``: ``ecqg.analysis.encoder_comparison.probe_summary`` output.
     """
     labels = labels or {}
     fig, ax = plt.subplots(figsize=(1.8 + 1.8 * max(1, len(probe)), 3.6))
@@ -301,61 +272,12 @@ def plot_probe_scores(probe: pd.DataFrame, labels: Mapping[str, str] | None = No
     return fig
 
 
-def plot_filter_histograms(questions: Sequence[Mapping], predictions: Mapping[str, Mapping],
-                           dpr_scores: Mapping[str, Mapping], kept_ids: set[str]):
-    """Notebook 03: per generator, the reader's span confidence over all generated questions, and the baseline DPR
-    score of the stage-1 survivors split into kept (hard) and rejected (easy)."""
-    generators = sorted({q["generator"] for q in questions})
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
-    for g in generators:
-        conf = [predictions[q["id"]]["confidence"] for q in questions if q["generator"] == g and q["id"] in predictions]
-        axes[0].hist(conf, bins=30, range=(0, 1), alpha=0.55, label=f"{g} (n={len(conf)})")
-    axes[0].set_xlabel("MRC span confidence"); axes[0].set_ylabel("questions")
-    axes[0].set_title("Stage 1: reader confidence"); axes[0].legend()
-    for g in generators:
-        for kept, style in ((True, "-"), (False, ":")):
-            vals = [dpr_scores[q["id"]]["score"] for q in questions
-                    if q["generator"] == g and q["id"] in dpr_scores and (q["id"] in kept_ids) == kept]
-            if vals:
-                axes[1].hist(vals, bins=30, histtype="step", linestyle=style,
-                             label=f"{g} {'kept' if kept else 'rejected'} (n={len(vals)})")
-    axes[1].set_xlabel("baseline DPR score (question · own passage)"); axes[1].set_ylabel("questions")
-    axes[1].set_title("Stage 2: hardness"); axes[1].legend(fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
-def plot_mixing_statistics(statistics: Mapping):
-    """Notebook 04: entity types of the conditioning entities, answer types per generator, and the relative position
-    of the conditioned entity vs the unconditioned answer in the passage."""
-    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
-    types = statistics["entity_types"]
-    axes[0].barh(list(types)[::-1], list(types.values())[::-1])
-    axes[0].set_title("conditioning entity types (Mixed)"); axes[0].set_xlabel("questions")
-    labels = sorted(set(statistics["answer_types_uncon"]) | set(statistics["answer_types_con"]))
-    y = np.arange(len(labels))
-    for offset, key, name in ((-0.2, "answer_types_uncon", "unconditioned"), (0.2, "answer_types_con", "conditioned")):
-        counts = statistics[key]
-        total = max(sum(counts.values()), 1)
-        axes[1].barh(y + offset, [100 * counts.get(lbl, 0) / total for lbl in labels], height=0.4, label=name)
-    axes[1].set_yticks(y, labels); axes[1].set_xlabel("% of questions"); axes[1].set_title("answer types")
-    axes[1].legend(fontsize=8)
-    for key, name in (("uncon_answer_positions", "unconditioned: answer"), ("con_entity_positions",
-                                                                            "conditioned: entity")):
-        vals = [v for v in statistics[key] if v is not None]
-        axes[2].hist(vals, bins=10, range=(0, 1), alpha=0.55, density=True, label=f"{name} (n={len(vals)})")
-    axes[2].set_xlabel("relative position in the passage (0 = start)"); axes[2].set_ylabel("density")
-    axes[2].set_title("where the questions point"); axes[2].legend(fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
 def plot_slice_accuracy(table: pd.DataFrame, slices: Sequence[str], ks: Sequence[int],
                         labels: Mapping[str, str] | None = None, xlabel: str = ""):
     """Top-k accuracy per slice (answer-position buckets, attention thirds), one line per system, 95% CI bars,
     one panel per k; the slice sizes under the axis.
 
-    ``table``: ``ecqg.evaluation.accuracy_table`` rows with the slice in ``subset``.
+    ``table``: ``ecqg.analysis.tables.accuracy_table`` rows with the slice in ``subset``.
     """
     labels = labels or {}
     slices = [s for s in slices if s in set(table.subset)]
@@ -384,7 +306,7 @@ def plot_moved_sentence(summary: pd.DataFrame, labels: Mapping[str, str] | None 
     """The moved-sentence probe: mean score gap (answer sentence at the front minus at the end) per system, 95% CI
     over passages; a positive gap is a preference for early evidence.
 
-    ``summary``: ``ecqg.mechanism.summarise_gaps`` output (its "system" rows are drawn).
+    ``summary``: ``ecqg.analysis.mechanism.summarise_gaps`` output (its "system" rows are drawn).
     """
     labels = labels or {}
     rows = summary[summary.kind == "system"]

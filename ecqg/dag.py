@@ -1,0 +1,463 @@
+"""dvc.yaml, written from the variant table and from the code each stage runs: ``python -m ecqg.dag write``.
+
+Why generated: the dense retrievers are one table (:mod:`ecqg.variants`), and each of them needs a pre-training, a
+fine-tuning and two retrieval stages whose paths, parameters and dependencies follow from its entry; and every stage
+must depend on every project module it imports (else DVC would call a stale result "up to date"), which only the
+code itself can say. So both are derived here, and ``python -m ecqg.dag check`` (run by ``make test``) fails when
+dvc.yaml is not what this module writes. Seed lists stay DVC ``matrix`` axes over params (``${dpr.seeds}``), so
+``dvc exp run -S 'dpr.seeds=[...]'`` works without rewriting the file.
+
+Stage names (``ecqg.variants.block``): ``pretrain_<variant>@<seed>`` and ``finetune_<variant>@<seed>``, shared by
+the variants a params list switches on (``finetune_pseudo@etm-2022``); retrieval one block per seed list
+(``retrieve_dense@mixed-2022``, ``retrieve_dense_related@tempqg-2022``; ``retrieve_pretrained@uncon-2022`` for a
+model right after pre-training); the dose curve's ``pretrain_dose@uncon-10000-2022`` / ``retrieve_dose@...``.
+Code dependencies: the import closure of the stage's module or notebook (function-level and relative imports
+included, :mod:`ecqg.code_deps`), a library room standing for its modules.
+
+Size: one module, because its bulk is the stage declarations, one function per part of the pipeline: the DAG in one
+place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ecqg import paths, variants
+from ecqg.code_deps import REPO, code_deps
+
+DVC_YAML = Path("dvc.yaml")
+NOTEBOOK_05 = "05_dpr_training"
+PROFILE = "${profile}"
+
+
+# ================================================================================================ stages
+def _nocache(path: str, persist: bool = False) -> dict:
+    return {path: {"persist": True, "cache": False} if persist else {"cache": False}}
+
+
+def _metric(name: str) -> dict:
+    return _nocache(f"results/{PROFILE}/{name}")
+
+
+@dataclass
+class Stage:
+    """One dvc.yaml block; code dependencies are appended from the command's import closure."""
+
+    name: str
+    cmd: str
+    deps: list = field(default_factory=list)
+    params: list = field(default_factory=list)
+    outs: list = field(default_factory=list)
+    metrics: list = field(default_factory=list)
+    matrix: dict | None = None
+    foreach: object = None
+    comment: str = ""
+
+
+MODEL_PARAMS = ["dpr.model", "dpr.base_model", "dpr.shared_encoders", "dpr.pooling", "dpr.query_max_length",
+                "dpr.passage_max_length"]
+RETRIEVE_PARAMS = ["seed", "retrieval.depth", "dpr.encode", "dpr.index"]
+FIRST_SEED = "${dpr.seeds[0]}"
+ENCODED_CORPUS = [str(paths.CORPUS), str(paths.TOKENIZED_CORPUS)]   # the text (ids, count) and its word pieces
+
+
+def _seed_axis(variant: variants.Variant) -> str:
+    return "${" + variants.SEED_LISTS[variant.seeds] + "}"
+
+
+def _axes(variant: variants.Variant, members: Sequence[variants.Variant], phase: str) -> tuple[dict, str, str]:
+    """(matrix, the variant's name in the stage, the seed) of the block running ``phase`` for ``members``."""
+    if variants.shares_block(phase, variant):
+        names = ("${" + variant.enabled_by + "}") if variant.enabled_by else [m.name for m in members]
+        return {"variant": names, "seed": _seed_axis(variant)}, "${item.variant}", "${item.seed}"
+    return {"seed": _seed_axis(variant)}, variant.name, "${item.seed}"
+
+
+def _training_outs(run: str, tag: str) -> tuple[list, list]:
+    """Outputs and metrics of one notebook-05 run (``run``: dpr_<variant>[_pre]_s<seed>)."""
+    outs = [f"{paths.MODELS}/{run}", f"{paths.NOTEBOOKS_OUT}/{NOTEBOOK_05}.{tag}.ipynb",
+            f"{paths.FIGURES}/05.{tag}", _nocache(f"{paths.CHECKPOINTS}/{run}", persist=True),
+            _nocache(f"results/{PROFILE}/plots/training/{run}.csv"),
+            _nocache(f"results/{PROFILE}/plots/validation/{run}.csv")]
+    return outs, [_metric(f"{run}_training.json"), _metric(f"stage_05_dpr_training.{tag}.json")]
+
+
+def _set_deps(variant: variants.Variant) -> list[str]:
+    if variants.group(variant):                                     # one set per member, named like it
+        dirs = {variants.SETS[s].path.parent for s in variant.pretrain}
+        return [f"{d}/${{item.variant}}.json" for d in sorted(dirs)]
+    return [str(variants.synthetic_set(s).path) for s in variant.pretrain]
+
+
+def _kind_params(variant: variants.Variant) -> list[str]:
+    return ["polydpr"] if variant.kind == "polydpr" else []
+
+
+def pretrain_stage_block(variant: variants.Variant, members: Sequence[variants.Variant]) -> Stage:
+    matrix, name, seed = _axes(variant, members, "pretrain")
+    run = f"dpr_{name}_pre_s{seed}"
+    tag = f"{name}-pre-{seed}"
+    outs, metrics = _training_outs(run, tag)
+    return Stage(variants.block("pretrain", variant),
+                 f"python -m ecqg.notebook {NOTEBOOK_05} --tag {tag} -p variant {name} -p training_seed {seed} "
+                 "-p phase pretrain",
+                 [f"notebooks/{NOTEBOOK_05}.ipynb", *_set_deps(variant)],
+                 ["seed", *MODEL_PARAMS, "dpr.pretrain", *_kind_params(variant)], outs, metrics, matrix,
+                 comment=f"{', '.join(m.label for m in members)}: synthetic pre-training, one per replicate")
+
+
+def finetune_stage_block(variant: variants.Variant, members: Sequence[variants.Variant]) -> Stage:
+    matrix, name, seed = _axes(variant, members, "finetune")
+    run = f"dpr_{name}_s{seed}"
+    outs, metrics = _training_outs(run, f"{name}-{seed}")
+    start = [f"{paths.MODELS}/dpr_{name}_pre_s{seed}"] if variant.pretrained else []
+    return Stage(variants.block("finetune", variant), f"python -m ecqg.notebook {NOTEBOOK_05} --tag {name}-{seed} "
+                 f"-p variant {name} -p training_seed {seed}",
+                 [f"notebooks/{NOTEBOOK_05}.ipynb", *start, str(paths.GOLD_DPR), str(paths.NQ_DEV_DISTANT),
+                  str(paths.CORPUS), str(paths.QUESTIONS), f"{paths.RUNS}/bm25"],
+                 ["seed", *MODEL_PARAMS, "dpr.finetune", *_kind_params(variant)], outs, metrics, matrix,
+                 comment=f"{', '.join(m.label for m in members)}: fine-tuned on the gold data"
+                         + (" from its pre-trained model" if variant.pretrained else ""))
+
+
+def retrieve_stage_block(variant: variants.Variant, members: Sequence[variants.Variant], pre: bool) -> Stage:
+    matrix, name, seed = _axes(variant, members, "retrieve_pre" if pre else "retrieve")
+    model = f"{name}{variants.PRE_SUFFIX}" if pre else name
+    return Stage(variants.block("retrieve_pre" if pre else "retrieve", variant),
+                 f"python -m ecqg.stages.retrieve_dense {model} --seed {seed}",
+                 [f"{paths.MODELS}/dpr_{model}_s{seed}", *ENCODED_CORPUS, str(paths.QUESTIONS)], RETRIEVE_PARAMS,
+                 [f"{paths.RUNS}/dpr_{model}_s{seed}", f"{paths.DENSE_INDEXES}/{model}_s{seed}"],
+                 [_metric(f"stage_retrieve_dense_{model}-{seed}.json")], matrix,
+                 comment=f"{', '.join(m.label for m in members)}"
+                         + (" right after pre-training" if pre else "") + ": every test set searched")
+
+
+def dose_stages() -> list[Stage]:
+    """The dose curve: UnCon and Mixed pre-trained on their sets cut to each size of ``mixing.doses``, and
+    searched with right after pre-training (their fine-tuned rows are the main variants, at ``mixing.total``)."""
+    matrix = {"set": list(variants.DOSED_SETS), "size": "${mixing.doses}", "seed": "${dpr.seeds}"}
+    name, seed = "${item.set}_d${item.size}", "${item.seed}"
+    run, tag = f"dpr_{name}_pre_s{seed}", f"{name}-pre-{seed}"
+    outs, metrics = _training_outs(run, tag)
+    model = f"{name}{variants.PRE_SUFFIX}"
+    return [
+        Stage("pretrain_dose", f"python -m ecqg.notebook {NOTEBOOK_05} --tag {tag} -p variant {name} "
+              f"-p training_seed {seed} -p phase pretrain",
+              [f"notebooks/{NOTEBOOK_05}.ipynb", f"{paths.SYNTHETIC}/doses/{name}.json"],
+              ["seed", *MODEL_PARAMS, "dpr.pretrain"], outs, metrics, matrix,
+              comment="the dose curve: UnCon / Mixed pre-trained on their sets cut to each of mixing.doses"),
+        Stage("retrieve_dose", f"python -m ecqg.stages.retrieve_dense {model} --seed {seed}",
+              [f"{paths.MODELS}/dpr_{model}_s{seed}", *ENCODED_CORPUS, str(paths.QUESTIONS)], RETRIEVE_PARAMS,
+              [f"{paths.RUNS}/dpr_{model}_s{seed}", f"{paths.DENSE_INDEXES}/{model}_s{seed}"],
+              [_metric(f"stage_retrieve_dense_{model}-{seed}.json")], matrix,
+              comment="...and searched with right after pre-training"),
+    ]
+
+
+def dense_stages(table: Sequence[variants.Variant] | None = None) -> list[Stage]:
+    """Every variant's training blocks in table order, then the retrieval blocks (one per seed list), then the
+    dose curve's."""
+    table = variants.TABLE if table is None else table
+    def grouped(phase: str, members: Iterable[variants.Variant]) -> dict[str, list[variants.Variant]]:
+        out: dict[str, list[variants.Variant]] = {}
+        for v in members:
+            out.setdefault(variants.block(phase, v), []).append(v)
+        return out
+
+    out = []
+    for phase, build in (("pretrain", pretrain_stage_block), ("finetune", finetune_stage_block)):
+        for members in grouped(phase, [v for v in table if phase != "pretrain" or v.pretrained]).values():
+            out.append((table.index(members[0]), phase == "finetune", build(members[0], members)))
+    out = [stage for *_, stage in sorted(out, key=lambda x: (x[0], x[1]))]
+    out.append(Stage("retrieve_untrained", "python -m ecqg.stages.retrieve_dense untrained",
+                     [*ENCODED_CORPUS, str(paths.QUESTIONS)], [*RETRIEVE_PARAMS, *MODEL_PARAMS],
+                     [f"{paths.RUNS}/{variants.UNTRAINED}", f"{paths.DENSE_INDEXES}/untrained"],
+                     [_metric("stage_retrieve_dense_untrained.json")],
+                     comment="the base checkpoint, not fine-tuned (Table 3's untrained row)"))
+    for pre in (False, True):
+        phase = "retrieve_pre" if pre else "retrieve"
+        for members in grouped(phase, [v for v in table if v.pretrained or not pre]).values():
+            out.append(retrieve_stage_block(members[0], members, pre))
+    return out + dose_stages()
+
+
+def _notebook(number: str, name: str, deps: list, params: list, outs: list, metrics: list,
+              comment: str = "", checkpoints: str | None = None) -> Stage:
+    nb = f"{number}_{name}"
+    extra = [_nocache(checkpoints, persist=True)] if checkpoints else []
+    return Stage(name if number not in ("06", "07") else {"06": "results", "07": "mechanism"}[number],
+                 f"python -m ecqg.notebook {nb}", [f"notebooks/{nb}.ipynb", *deps], params,
+                 [*outs, f"{paths.NOTEBOOKS_OUT}/{nb}.ipynb", f"{paths.FIGURES}/{number}", *extra],
+                 [*(_metric(m) for m in metrics), _metric(f"stage_{nb}.json")], comment=comment)
+
+
+BASELINE_MODEL = f"{paths.MODELS}/dpr_baseline_s{FIRST_SEED}"
+BASELINE_INDEX = f"{paths.DENSE_INDEXES}/baseline_s{FIRST_SEED}"
+CORPUS_AND_POOL = [str(paths.CORPUS), str(paths.POOL_EXTRA)]
+
+
+def data_stages() -> list[Stage]:
+    """What comes before the dense retrievers: intake, the sparse indexes and runs, the gold training data."""
+    return [
+        Stage("input_test_set", "python -m ecqg.stages.input_digest ${item} outputs/inputs/test_set_${key}.json",
+              ["${item}"], outs=["outputs/inputs/test_set_${key}.json"], foreach="${data.test_sets}",
+              comment="input_test_set@nq, ...: every test set params names is a dependency, wherever it lives"),
+        Stage("prepare", "python -m ecqg.stages.prepare",
+              ["${data.corpus}", "${data.train_gold}", "${data.nq_dev}", str(paths.INPUTS)], ["seed", "data"],
+              [str(paths.PREPARED)], [_metric("stage_prepare.json")],
+              comment="the bundle (or DPR's files) in one schema, sub-sampled per profile"),
+        Stage("index_bm25", "python -m ecqg.stages.index_bm25", [str(paths.CORPUS)], ["bm25.threads"],
+              [str(paths.BM25_INDEX)], [_metric("stage_index_bm25.json")]),
+        Stage("index_tfidf", "python -m ecqg.stages.index_tfidf", [str(paths.CORPUS)], ["tfidf"],
+              [str(paths.TFIDF_INDEX)], [_metric("stage_index_tfidf.json")]),
+        Stage("tokenize_corpus", "python -m ecqg.stages.tokenize_corpus", [str(paths.CORPUS)],
+              ["dpr.base_model", "dpr.passage_max_length"], [str(paths.TOKENIZED_CORPUS)],
+              [_metric("stage_tokenize_corpus.json")],
+              comment="the corpus tokenised once for every dense encoding (Arrow, memory-mapped)"),
+        Stage("retrieve", "python -m ecqg.stages.retrieve ${item}", ["outputs/indexes/${item}", str(paths.QUESTIONS)],
+              ["${item}", "retrieval.depth"], [f"{paths.RUNS}/${{item}}"], [_metric("stage_retrieve_${item}.json")],
+              foreach=["bm25", "tfidf"]),
+        Stage("training_data", "python -m ecqg.stages.training_data",
+              [str(paths.BM25_INDEX), str(paths.NQ_DEV), str(paths.TRAIN_GOLD), str(paths.TRAIN_GOLD_DPR),
+               str(paths.CORPUS)], ["bm25", "distant"], [str(paths.GOLD_DPR), str(paths.NQ_DEV_DISTANT)],
+              [_metric("stage_training_data.json")],
+              comment="gold DPR training data: annotated triples and distantly supervised NQ dev, BM25 negatives"),
+    ]
+
+
+def synthetic_stages() -> list[Stage]:
+    """The paper's synthetic data (01-04) and the related system's (pseudo-queries, TempQG)."""
+    return [
+        _notebook("01", "attention_bias", [BASELINE_MODEL, *CORPUS_AND_POOL, str(paths.QUESTIONS)],
+                  ["seed", "attention", "dpr.model", "dpr.base_model", "dpr.pooling", "dpr.passage_max_length",
+                   "evaluation.bootstrap_samples"], [str(paths.ATTENTION)], ["attention_bias.json"],
+                  "the first replicate's DPR: which entities its [CLS] attends to, and where"),
+        _notebook("02", "question_generation", [str(paths.TRAIN_GOLD), str(paths.TRAIN_GOLD_DPR), *CORPUS_AND_POOL,
+                                                str(paths.QUESTIONS), str(paths.QG_ENTITIES)],
+                  ["seed", "qg", "attention.exclude_test_gold", "attention.probe_passages"], [str(paths.QG)],
+                  ["question_generation.json"], "the unconditioned and entity-conditioned generators",
+                  checkpoints=str(paths.QG_CHECKPOINTS)),
+        _notebook("03", "filtering", ["${data.mrc_unanswerable}", f"{paths.QG}/generated_uncon.jsonl",
+                                      f"{paths.QG}/generated_con.jsonl", str(paths.QG_PROBES), str(paths.TRAIN_GOLD),
+                                      *CORPUS_AND_POOL, BASELINE_MODEL, BASELINE_INDEX],
+                  ["seed", "data.mrc_unanswerable", "mrc", "filtering"], [str(paths.FILTERING)], ["filtering.json"],
+                  "round trip through a reader, then the hard ones for the first replicate's DPR",
+                  checkpoints=str(paths.MRC_CHECKPOINTS)),
+        _notebook("04", "mixing", [f"{paths.FILTERING}/kept_uncon.jsonl", f"{paths.FILTERING}/kept_con.jsonl",
+                                   *CORPUS_AND_POOL, str(paths.QUESTIONS), str(paths.BM25_INDEX)],
+                  ["seed", "mixing"], [str(paths.SYNTHETIC)], ["mixing.json"],
+                  "the UnCon and Mixed sets (and their doses), BM25 hard negatives"),
+        Stage("pseudo_queries", "python -m ecqg.stages.pseudo_queries",
+              [str(variants.SETS["uncon"].path), *CORPUS_AND_POOL, str(paths.BM25_INDEX)],
+              ["seed", "pseudo", "bm25.k1", "bm25.b"], [str(paths.PSEUDO)], [_metric("stage_pseudo_queries.json")],
+              comment="ETM / RSM pseudo-queries (Luo et al. 2022, §5) over UnCon's passages"),
+        _notebook("08", "tempqg", [str(paths.TRAIN_GOLD), str(paths.TRAIN_GOLD_DPR), *CORPUS_AND_POOL,
+                                   str(paths.QUESTIONS), f"{paths.QG_MODELS}/uncon", str(variants.SETS["uncon"].path),
+                                   str(paths.MRC_MODEL), BASELINE_MODEL, BASELINE_INDEX, str(paths.BM25_INDEX),
+                                   f"results/{PROFILE}/question_generation.json"],
+                  ["seed", "qg", "tempqg", "polydpr", "dpr.base_model", "dpr.shared_encoders", "dpr.pooling",
+                   "dpr.query_max_length", "dpr.passage_max_length", "dpr.encode", "dpr.pretrain.heldout",
+                   "dpr.pretrain.batch_size", "mrc", "filtering", "bm25.k1", "bm25.b", "data.test_sets"],
+                  [str(paths.TEMPQG)], ["tempqg.json"],
+                  "TempQG (Luo et al. 2022, §4): templates, selector, template-conditioned questions",
+                  checkpoints=str(paths.TEMPQG_CHECKPOINTS)),
+    ]
+
+
+def analysis_stages() -> list[Stage]:
+    """Hybrids, 06 (Table 3, attention), 07 (mechanism) and the generated results page."""
+    results = _notebook("06", "results_and_attention_entropy",
+                        [str(paths.RUNS), str(paths.MODELS), str(paths.FILTERED_PROBES),
+                         str(variants.SETS["uncon"].path), str(paths.PSEUDO),
+                         f"results/{PROFILE}/stage_pseudo_queries.json", str(paths.QUESTIONS), *CORPUS_AND_POOL],
+                        ["evaluation.ks", "evaluation.bootstrap_samples", "evaluation.confidence", "seed", "attention",
+                         "dpr.seeds", "dpr.related_seeds", "hybrid.variants", "pseudo", "polydpr.codes",
+                         "mixing.doses"],
+                        [_nocache(f"results/{PROFILE}/plots/topk")],
+                        ["table3.json", "encoder_comparison.json", "poly_codes.json", "finetune_curve.json"],
+                        "Table 3 over every replicate, the dense models' attention, the Table 1 probe")
+    mechanism = _notebook("07", "mechanism", [str(paths.RUNS), str(paths.MODELS), str(paths.QUESTIONS),
+                                              str(paths.CORPUS)],
+                          ["seed", "evaluation", "retrieval.depth", "dpr.seeds", "dpr.related_seeds",
+                           "hybrid.variants", "pseudo.variants", "mixing.doses", "dpr.model", "dpr.base_model",
+                           "dpr.passage_max_length", "dpr.encode", "attention.batch_size"],
+                          [_nocache(f"results/{PROFILE}/plots/position_top5.csv")],
+                          ["mechanism.json", "mechanism_curve.json"],
+                          "NQ sliced by answer position and entity attention, the moved-sentence probe")
+    report_deps = [f"results/{PROFILE}/{name}" for name in (
+        f"dpr_baseline_s{FIRST_SEED}_training.json", f"dpr_mixed_s{FIRST_SEED}_training.json", "table3.json",
+        "encoder_comparison.json", "poly_codes.json", "stage_pseudo_queries.json", "tempqg.json",
+        "stage_08_tempqg.json", "attention_bias.json", "question_generation.json", "filtering.json", "mixing.json",
+        "stage_prepare.json", "stage_index_bm25.json", "stage_index_tfidf.json", "stage_retrieve_bm25.json",
+        "stage_retrieve_tfidf.json", "stage_training_data.json", f"stage_05_dpr_training.baseline-{FIRST_SEED}.json",
+        f"stage_05_dpr_training.uncon-{FIRST_SEED}.json", f"stage_05_dpr_training.mixed-{FIRST_SEED}.json",
+        "stage_retrieve_dense_untrained.json", f"stage_retrieve_dense_baseline-{FIRST_SEED}.json",
+        f"stage_retrieve_dense_uncon-{FIRST_SEED}.json", f"stage_retrieve_dense_mixed-{FIRST_SEED}.json",
+        "stage_01_attention_bias.json", "stage_02_question_generation.json", "stage_03_filtering.json",
+        "stage_04_mixing.json", "stage_06_results_and_attention_entropy.json", "mechanism.json",
+        "stage_07_mechanism.json", "finetune_curve.json", "mechanism_curve.json")]
+    return [
+        Stage("hybrid", "python -m ecqg.stages.hybrid ${item.variant} --seed ${item.seed}",
+              [f"{paths.RUNS}/bm25", f"{paths.RUNS}/dpr_${{item.variant}}_s${{item.seed}}"],
+              ["retrieval.depth", "data.test_sets", "hybrid.depth", "hybrid.rrf_k"],
+              [f"{paths.RUNS}/hybrid_sum_${{item.variant}}_s${{item.seed}}",
+               f"{paths.RUNS}/hybrid_rrf_${{item.variant}}_s${{item.seed}}"],
+              [_metric("stage_hybrid_${item.variant}-${item.seed}.json")],
+              matrix={"variant": "${hybrid.variants}", "seed": "${dpr.related_seeds}"},
+              comment="BM25 fused with one trained dense model's runs (Luo et al. 2022, §3.3)"),
+        results, mechanism,
+        Stage("report", "python -m ecqg.report", report_deps, ["profile"],
+              [_nocache(f"results/{PROFILE}/README.md")], [_metric("headline.json")],
+              comment="results/<profile>/README.md and, for the study, the README's claims table"),
+    ]
+
+
+def stages(table: Sequence[variants.Variant] | None = None) -> list[Stage]:
+    """Every stage in pipeline order."""
+    table = variants.TABLE if table is None else table
+    return [*data_stages(), *dense_stages(table), *synthetic_stages(), *analysis_stages()]
+
+
+PLOTS = """plots:
+  - results/${profile}/plots/training:
+      x: step
+      y: loss
+  - results/${profile}/plots/validation:
+      x: step
+      y: [val_top1, val_top5, val_top20]
+  - results/${profile}/plots/topk:
+      x: k
+  - results/${profile}/plots/position_top5.csv:
+      x: bucket
+"""
+
+
+# ================================================================================================ rendering
+def _scalar(value, flow: bool = False) -> str:
+    """A YAML scalar, quoted where YAML would read it otherwise (in a flow list, any ``{`` or ``,``)."""
+    text = str(value)
+    special = text.startswith(("${", "*", "&", "!", "{", "[")) or ": " in text or " #" in text
+    return f"'{text}'" if special or (flow and any(c in text for c in "{},[]")) else text
+
+
+def _item(item) -> str:
+    """A flow-style entry: a path, or ``{path: {option: value}}``."""
+    if isinstance(item, dict):
+        (path, options), = item.items()
+        inner = ", ".join(f"{k}: {str(v).lower()}" for k, v in options.items())
+        return f"{{{_scalar(path, flow=True)}: {{{inner}}}}}"
+    return _scalar(item, flow=True)
+
+
+def _flow(key: str, items: Sequence, indent: str, width: int = 118) -> list[str]:
+    """``key: [a, b, ...]`` wrapped at ``width``, continuation lines indented under the key."""
+    if not items:
+        return []
+    lines, line = [], f"{indent}{key}: ["
+    for i, item in enumerate(items):
+        piece = _item(item) + (", " if i < len(items) - 1 else "]")
+        if len(line) + len(piece.rstrip()) > width and not line.endswith("["):
+            lines.append(line.rstrip())
+            line = indent + "  "
+        line += piece
+    return lines + [line]
+
+
+def render_stage(stage: Stage, root: Path = REPO) -> str:
+    """One block: its data dependencies first, then its code (the import closure), all in flow style so a block
+    reads in a few lines."""
+    head = f"  {stage.name}:"
+    lines = [head + (" " * max(1, 42 - len(head)) + f"# {stage.comment}" if stage.comment else "")]
+    ind = "    "
+    if stage.foreach is not None:
+        each = _scalar(stage.foreach) if isinstance(stage.foreach, str) else "[" + ", ".join(stage.foreach) + "]"
+        lines += [f"{ind}foreach: {each}", f"{ind}do:"]
+        ind = "      "
+    if stage.matrix:
+        lines.append(f"{ind}matrix:")
+        lines += [f"{ind}  {k}: {_scalar(v) if isinstance(v, str) else '[' + ', '.join(v) + ']'}"
+                  for k, v in stage.matrix.items()]
+    lines.append(f"{ind}cmd: {stage.cmd}")
+    lines += _flow("deps", [*stage.deps, *code_deps(stage.cmd, root)], ind)
+    lines += _flow("params", stage.params, ind)
+    lines += _flow("outs", stage.outs, ind)
+    lines += _flow("metrics", stage.metrics, ind)
+    return "\n".join(lines)
+
+
+HEADER = """\
+# Generated by `python -m ecqg.dag write` from ecqg/dag.py (the stages) and ecqg/variants.py (the dense retrievers);
+# do not edit by hand: `make test` checks this file is what they write. Each stage's code dependencies are the
+# modules its command imports (a folder: all of that package's modules). docs/design.md, "Pipeline", reads it.
+"""
+
+
+def render(table: Sequence[variants.Variant] | None = None, root: Path = REPO) -> str:
+    table = variants.TABLE if table is None else table
+    body = "\n".join(render_stage(s, root) for s in stages(table))
+    return f"{HEADER}stages:\n{body}\n\n{PLOTS}"
+
+
+def prune_lock(lock: Path, params_file: Path = Path("params.yaml")) -> list[str]:
+    """Remove from ``lock`` the entries of stages the DAG no longer has (for the current params): DVC rewrites the
+    entries of the stages it runs and leaves the others, so a renamed or dropped stage's entry would stay forever.
+    Returns the removed names."""
+    import yaml
+    from ruamel.yaml import YAML
+
+    from ecqg import dvc_stages
+    from ecqg.io import atomic_path
+
+    if not lock.is_file():
+        return []
+    dag = yaml.safe_load((lock.parent / DVC_YAML).read_text(encoding="utf-8"))
+    params = yaml.safe_load((lock.parent / params_file).read_text(encoding="utf-8"))
+    names = {name for name, _ in dvc_stages.expanded_stages(dag, params)}
+    rt = YAML()
+    doc = rt.load(lock.read_text(encoding="utf-8"))
+    gone = [name for name in list(doc.get("stages") or {}) if name not in names]
+    if gone:
+        for name in gone:
+            del doc["stages"][name]
+        with atomic_path(lock) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+            rt.dump(doc, handle)
+    return gone
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ecqg.dag", description=__doc__.splitlines()[0])
+    parser.add_argument("action", choices=("write", "check", "print", "prune-lock"),
+                        help="write dvc.yaml | check it is current | print it | prune-lock: drop dvc.lock's "
+                             "entries of stages the DAG no longer has")
+    parser.add_argument("--file", default=str(REPO / DVC_YAML))
+    args = parser.parse_args(argv)
+    if args.action == "prune-lock":
+        gone = prune_lock(Path(args.file).with_name("dvc.lock"))
+        print(f"dvc.lock: {len(gone)} entries of stages no longer in the DAG removed" + (
+            f" ({', '.join(gone[:5])}{', ...' if len(gone) > 5 else ''})" if gone else ""))
+        return 0
+    text = render()
+    path = Path(args.file)
+    if args.action == "print":
+        sys.stdout.write(text)
+        return 0
+    if args.action == "check":
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            print(f"{path}: not what `python -m ecqg.dag write` writes (the variant table or a stage's imports "
+                  "changed); run it and commit the file", file=sys.stderr)
+            return 1
+        print(f"{path} is up to date ({text.count(chr(10))} lines)")
+        return 0
+    from ecqg.io import write_text
+
+    write_text(path, text)
+    print(f"{path} written ({text.count(chr(10))} lines)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
