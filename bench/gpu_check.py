@@ -14,12 +14,15 @@ It measures, on the device the project's policy picks (``ecqg.device``; ``ECQG_D
   chunk in 420 of a 21M corpus at the default 50,000): it is the share of the device the pipeline keeps busy at
   scale (target >= 0.90), and the projection below uses it;
 * DPR fine-tuning at the paper's batch (128 questions + 1 hard negative each) without GradCache and with chunks,
-  and pre-training at batch 1,024 with GradCache, through ``ecqg.retrieval.train`` (examples/s, peak memory);
+  and pre-training at batch 1,024, without GradCache and then with halving chunks until one fits, through
+  ``ecqg.retrieval.train`` with params/paper.yaml's settings of each phase (hard negatives, length buckets):
+  examples/s, peak memory and MFU (6 N per unpadded token; the peak from the device's name or ``--peak-tflops``);
 * question sampling with a BART-large-sized generator (``qg.generate_questions``, top-k / top-p) and the round-trip
   reader (``filtering.reader.predict``) with a RoBERTa-base-sized extractive reader;
 
 then prints the projected GPU-hours of each paper stage from ``params/paper.yaml``'s sizes. Text comes from the
-committed bundle (``data/corpus.jsonl.gz``); the vocabulary is the bundled BERT WordPiece (bert-base-uncased's), with
+committed bundle (``data/corpus.jsonl.gz``), re-cut into 100-word passages as DPR's psgs_w100 (``--passages
+bundle``: the bundle's own, shorter ones); the vocabulary is the bundled BERT WordPiece (bert-base-uncased's), with
 the generator's and reader's vocabulary sizes set to BART's / RoBERTa's so the output layers cost what they cost.
 """
 
@@ -52,16 +55,30 @@ PAPER_PASSAGES = 21_015_324
 SIZES = {   # encoder / generator / reader shapes and the work measured per section
     "paper": dict(layers=12, hidden=768, heads=12, ffn=3072, bart_layers=12, bart_hidden=1024, bart_heads=16,
                   bart_ffn=4096, passages=40_000, encode_batch=512, encode_chunk=4_000, train_batch=128, pretrain_batch=1024,
-                  chunks=(None, 64), pretrain_chunk=64, train_steps=6, qg_passages=512, qg_batch=64,
+                  chunks=(None, 64), pretrain_chunks=(256, 64), train_steps=6, qg_passages=512, qg_batch=64,
                   reader_questions=4096, reader_batch=128, passage_len=256, query_len=64),
     "tiny": dict(layers=2, hidden=32, heads=2, ffn=64, bart_layers=1, bart_hidden=32, bart_heads=2, bart_ffn=64,
-                 passages=300, encode_batch=32, encode_chunk=60, train_batch=8, pretrain_batch=16, chunks=(None, 4), pretrain_chunk=4,
+                 passages=300, encode_batch=32, encode_chunk=60, train_batch=8, pretrain_batch=16, chunks=(None, 4), pretrain_chunks=(8, 4),
                  train_steps=2, qg_passages=16, qg_batch=8, reader_questions=32, reader_batch=16, passage_len=64,
                  query_len=16),
 }
 
 
 TOKENIZER = "bundled:minilm"      # every model here has random weights: only the WordPiece vocabulary is read
+
+
+def psgs_w100_like(passages: list[dict], count: int) -> list[dict]:
+    """The bundle's text re-cut into 100-word passages, as DPR cut Wikipedia (psgs_w100: ~142 WordPiece tokens per
+    title + passage, against ~103 for the bundle's own passages); the word stream is reused, shifted, if short."""
+    words = [(p["title"], w) for p in passages for w in p["text"].split()]
+    out, shift = [], 0
+    while len(out) < count and words:
+        for lo in range(shift, len(words) - 100 + 1, 100):
+            out.append({"id": str(len(out)), "title": words[lo][0], "text": " ".join(w for _, w in words[lo:lo + 100])})
+            if len(out) == count:
+                break
+        shift += 37
+    return out
 
 
 def _tokenizer():
@@ -123,7 +140,7 @@ def feeding(s: dict, tokenizer, passages: list[dict], autocast: str | None, thre
     return {"tokenize_threads": threads, **rates}
 
 
-def encoding(s: dict, tokenizer, passages: list[dict], autocast: str | None) -> dict:
+def encoding(s: dict, tokenizer, passages: list[dict], autocast: str | None, peak: float | None = None) -> dict:
     """Pipeline loop vs a plain forward over pre-tokenised, length-sorted batches (same batch, same autocast)."""
     model = _biencoder(s, tokenizer)
     dense.encode_passages(model, passages, batch_size=s["encode_batch"], chunk_size=s["encode_chunk"],
@@ -154,25 +171,66 @@ def encoding(s: dict, tokenizer, passages: list[dict], autocast: str | None) -> 
             _sync()
     plain = len(passages) / (time.perf_counter() - start)
     tokens = float(np.mean([len(f["input_ids"]) for f in features]))
-    return {"pipeline_passages_per_s": round(pipeline, 1), "steady_passages_per_s": round(steady, 1),
+    flops = 2 * _encoder_params(s) * tokens
+    return {"steady_mfu": _mfu(steady * flops, peak), "plain_mfu": _mfu(plain * flops, peak),
+            "pipeline_passages_per_s": round(pipeline, 1), "steady_passages_per_s": round(steady, 1),
             "plain_forward_passages_per_s": round(plain, 1), "pipeline_over_plain": round(pipeline / plain, 3),
             "steady_over_plain": round(steady / plain, 3), "mean_tokens": round(tokens, 1),
             "chunk": s["encode_chunk"], "tokenize_threads": dense.tokenize_threads() if where.type != "cpu" else 1,
             "batch": s["encode_batch"], "autocast": autocast, "peak_gb": _peak_gb()}
 
 
-def training(s: dict, tokenizer, passages: list[dict], batch: int, chunk: int | None, hard_negatives: int) -> dict:
-    """Examples/s of ``train_biencoder`` (bf16 where native, else fp16 on a GPU / float32 on a CPU)."""
+def _encoder_params(s: dict) -> int:
+    """Parameters of one bert-base-shaped encoder (embeddings included): the N of 6 N per token."""
+    from transformers import BertModel
+
+    with torch.device("meta"):
+        return sum(p.numel() for p in BertModel(_bert_config(s)).parameters())
+
+
+PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}   # dense bf16/fp16
+
+
+def peak_tflops(override: float | None = None) -> float | None:
+    """The device's dense bf16 / fp16 peak (TFLOP/s) by its name, for MFU; ``None`` when unknown (a CPU)."""
+    if override:
+        return override
+    if not torch.cuda.is_available():
+        return None
+    name = torch.cuda.get_device_name(0)
+    return next((v for k, v in PEAK_TFLOPS.items() if k in name), None)
+
+
+def _mfu(flops_per_s: float, peak: float | None) -> float | None:
+    return round(flops_per_s / (peak * 1e12), 4) if peak else None
+
+
+def _tokens(model, records: list[dict], hard_negatives: int) -> tuple[float, float]:
+    """Mean unpadded tokens per question and per passage of the records (what 6 N per token counts)."""
+    q = model.query_features([r["question"] for r in records])
+    ctxs = [c for r in records for c in r["positive_ctxs"][:1] + r["hard_negative_ctxs"][:hard_negatives]]
+    p = model.passage_features([c["title"] for c in ctxs], [c["text"] for c in ctxs])
+    return float(np.mean([len(f["input_ids"]) for f in q])), float(np.mean([len(f["input_ids"]) for f in p]))
+
+
+def training(s: dict, tokenizer, passages: list[dict], batch: int, chunk: int | None, settings: dict,
+             peak: float | None = None) -> dict:
+    """Examples/s and MFU of ``train_biencoder`` with the profile's settings for the phase (``settings``: its
+    ``hard_negatives`` and ``length_bucket_size``), bf16 where native, else fp16 on a GPU / float32 on a CPU.
+    MFU counts 6 N per unpadded token of both sides (queries and 1 + hard_negatives passages per example):
+    GradCache's second forward and the padding are overhead, not useful work."""
     from ecqg.hf_training import resolve_mixed_precision
     from ecqg.retrieval.train import TrainConfig, train_biencoder
 
     precision = resolve_mixed_precision("auto")
     precision = "fp16" if precision == "no" and torch.cuda.is_available() else precision
+    hard_negatives, bucket = int(settings["hard_negatives"]), settings.get("length_bucket_size")
     records = make_records(passages[:batch * (s["train_steps"] + 1)])
     cfg = TrainConfig(lr=1e-5, epochs=1, batch_size=batch, hard_negatives=hard_negatives, warmup_steps=0,
-                      grad_cache_chunk_size=chunk, checkpoint_every=None, max_steps=s["train_steps"] + 1, seed=0,
-                      mixed_precision=precision, log_every=10_000)
+                      grad_cache_chunk_size=chunk, length_bucket_size=bucket, checkpoint_every=None,
+                      max_steps=s["train_steps"] + 1, seed=0, mixed_precision=precision, log_every=10_000)
     model = _biencoder(s, tokenizer)
+    q_tokens, p_tokens = _tokens(model, records, hard_negatives)
     _reset_peak()
     try:
         with tempfile.TemporaryDirectory() as out:
@@ -180,8 +238,23 @@ def training(s: dict, tokenizer, passages: list[dict], batch: int, chunk: int | 
     except torch.OutOfMemoryError as exc:
         return {"batch": batch, "grad_cache_chunk_size": chunk, "error": f"out of memory: {str(exc)[:120]}"}
     rate = statistics.median(h["examples_per_s"] for h in history[1:])
+    tokens = q_tokens + (1 + hard_negatives) * p_tokens
     return {"batch": batch, "hard_negatives": hard_negatives, "grad_cache_chunk_size": chunk,
-            "mixed_precision": precision, "examples_per_s": round(rate, 1), "peak_gb": _peak_gb()}
+            "length_bucket_size": bucket, "mixed_precision": precision, "examples_per_s": round(rate, 1),
+            "tokens_per_example": round(tokens, 1), "mfu": _mfu(rate * tokens * 6 * _encoder_params(s), peak),
+            "peak_gb": _peak_gb()}
+
+
+def largest_fitting_chunk(s: dict, tokenizer, passages: list[dict], batch: int, settings: dict,
+                          peak: float | None) -> list[dict]:
+    """Pre-training at ``batch`` without GradCache, then with halving chunks until one fits: the fastest setting
+    the device holds (the profile's chunk is measured too, for comparison)."""
+    out = []
+    for chunk in (None, *s["pretrain_chunks"]):
+        out.append(training(s, tokenizer, passages, batch, chunk, settings, peak))
+        if "error" not in out[-1] and chunk is None:
+            break                                       # the whole batch fits: no chunk is faster
+    return out
 
 
 def sampling(s: dict, tokenizer, passages: list[dict]) -> dict:
@@ -245,10 +318,10 @@ def stage_counts(paper: dict) -> dict[str, int]:
 
     dag = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))
     names = [name for name, _ in expanded_stages(dag, paper)]
-    return {"encodings": sum(n.startswith("retrieve_") for n in names),      # untrained, dense, pre-trained only
-            "finetunings": sum(n.startswith(("dpr_training@", "dpr_synthetic@", "dpr_pseudo@", "dpr_poly_training@",
-                                             "dpr_poly_synthetic@")) for n in names),
-            "pretrainings": sum(n.startswith("dpr_pretraining") for n in names)}
+    return {"encodings": sum(n.startswith(("retrieve_dense", "retrieve_pretrained", "retrieve_untrained",
+                                           "retrieve_dose")) for n in names),  # untrained, dense, pre-trained only
+            "finetunings": sum(n.startswith("finetune_") for n in names),
+            "pretrainings": sum(n.startswith("pretrain_") for n in names)}
 
 
 def projection(paper: dict, figures: dict) -> list[dict]:
@@ -288,6 +361,10 @@ def main() -> None:
     parser.add_argument("--sections", default="", help="run only these sections, e.g. encoding,feeding "
                         "(the projection needs all five of encoding, finetune, pretrain, sampling, reader)")
     parser.add_argument("--feeding", default="", help="also sweep the encoding's tokenising threads, e.g. 1,4,15")
+    parser.add_argument("--passages", choices=("psgs_w100", "bundle"), default="psgs_w100",
+                        help="100-word passages as DPR's Wikipedia (default) or the bundle's own, shorter ones")
+    parser.add_argument("--peak-tflops", type=float, help="the device's dense bf16 peak, for MFU (known: "
+                        + ", ".join(f"{k} {v:g}" for k, v in PEAK_TFLOPS.items()) + ")")
     parser.add_argument("--tokenizer", default=TOKENIZER,
                         help="bert-base-uncased's tokenizer: bundled:minilm (default), a folder or a hub id")
     args = parser.parse_args()
@@ -300,11 +377,23 @@ def main() -> None:
             "host": f"{platform.machine()} {platform.processor()}", "torch": torch.__version__}
     print(f"# {json.dumps(head)}", flush=True)
     tokenizer = _tokenizer()
-    passages = [{"id": str(i), **p} for i, p in enumerate(load_passages(s["passages"]))]
-    figures: dict = {**head}
-    steps = [("encoding", lambda: encoding(s, tokenizer, passages, autocast)),
-             ("finetune", lambda: [training(s, tokenizer, passages, s["train_batch"], c, 1) for c in s["chunks"]]),
-             ("pretrain", lambda: training(s, tokenizer, passages, s["pretrain_batch"], s["pretrain_chunk"], 0)),
+    bundle = load_passages(s["passages"])
+    passages = psgs_w100_like(bundle, s["passages"]) if args.passages == "psgs_w100" else \
+        [{"id": str(i), **p} for i, p in enumerate(bundle)]
+    dpr = config.preset("paper", config.PRESETS_DIR)["dpr"]     # the paper profile's phase settings
+    peak = peak_tflops(args.peak_tflops)
+    figures: dict = {**head, "passages": args.passages, "peak_tflops": peak}
+
+    def pretrain():
+        tried = largest_fitting_chunk(s, tokenizer, passages, s["pretrain_batch"], dpr["pretrain"], peak)
+        figures["pretrain_chunks"] = tried
+        fitting = [t for t in tried if "error" not in t]
+        return max(fitting, key=lambda t: t["examples_per_s"]) if fitting else tried[-1]
+
+    steps = [("encoding", lambda: encoding(s, tokenizer, passages, autocast, peak)),
+             ("finetune", lambda: [training(s, tokenizer, passages, s["train_batch"], c, dpr["finetune"], peak)
+                                   for c in s["chunks"]]),
+             ("pretrain", pretrain),
              ("sampling", lambda: sampling(s, tokenizer, passages)),
              ("reader", lambda: reading(s, passages))]
     if args.feeding:
@@ -321,6 +410,13 @@ def main() -> None:
         print(f"\n{'paper stage (params/paper.yaml sizes)':88s} {'GPU-hours':>9s}  measured rate")
         for row in figures["projection"]:
             print(f"{row['stage']:88s} {row['gpu_hours']:9.2f}  {row['rate']} {row['unit']}")
+    mfu = {"encoding (steady)": figures.get("encoding", {}).get("steady_mfu"),
+           "encoding (plain forward)": figures.get("encoding", {}).get("plain_mfu"),
+           **{f"fine-tuning, chunk {f['grad_cache_chunk_size']}": f.get("mfu") for f in figures.get("finetune", [])},
+           **{f"pre-training, chunk {p['grad_cache_chunk_size']}": p.get("mfu")
+              for p in figures.get("pretrain_chunks", [])}}
+    print("\nMFU (" + (f"peak {peak:g} TFLOP/s" if peak else "no known peak for this device") + "): "
+          + ", ".join(f"{k} {'n/a' if v is None else f'{v:.1%}'}" for k, v in mfu.items()))
     if args.out:
         Path(args.out).write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
 

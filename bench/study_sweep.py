@@ -1,5 +1,7 @@
-"""The study's fine-tuning sweep (issue 29) on one GPU, outside DVC: DPR, UnCon-DPR and Mixed-DPR fine-tuned to
-convergence at every seed of ``dpr.seeds``, with the stage-05 code itself, and Table 3's test sets scored.
+"""The study's fine-tuning sweep (issues 29, 47) on one GPU, outside DVC: DPR, UnCon-DPR and Mixed-DPR as replicates
+at every seed of ``dpr.seeds`` (each synthetic replicate pre-trained with its own seed, then fine-tuned to
+convergence), the dose curve's pre-trainings (``mixing.doses``), with the stage-05 code itself, and Table 3's test
+sets scored; ``summarize`` gives every difference over the seeds (the hierarchical bootstrap and Welch's t).
 
 Why outside DVC: a device machine of this workplace takes at most 64 MiB of files each way, so the trained models
 (about 90 MB each) cannot come back to feed stages 06 / 07; what comes back is every figure they produce (training
@@ -38,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -221,20 +224,49 @@ def unpack(pack_dir: Path, workdir: Path) -> None:
     shutil.copyfile(pack_dir / "probe.json", workdir / "probe.json")
 
 
-def plan(seeds: list[int], poly: bool) -> list[dict]:
-    """The jobs in priority order: both pre-trainings, then each seed's three fine-tunings (first seed first, whose
-    snapshots make the curve); with ``poly``, Poly-DPR and Mixed Poly-DPR at the first seed last (issue 29 asks for
-    them on the curve at one seed where the budget holds)."""
+def plan(seeds: list[int], poly: bool, doses: list[int] = ()) -> list[dict]:
+    """The jobs in priority order: each seed's pre-trainings (a replicate pre-trains on its own, as stage 05 does),
+    then each seed's three fine-tunings (first seed first, whose snapshots make the curve); with ``poly``, Poly-DPR
+    and Mixed Poly-DPR at the first seed last (issue 29 asks for them on the curve at one seed where the budget
+    holds)."""
+    def pretrain(v: str, seed: int) -> dict:
+        return {"name": f"{v}-pre-{seed}", "phase": "pretrain", "variant": v, "seed": seed, "needs": []}
+
     def finetune(v: str, seed: int) -> dict:
         return {"name": f"{v}-{seed}", "phase": "finetune", "variant": v, "seed": seed,
-                "needs": [f"{v}-pre"] if v.removeprefix("poly_") in PRETRAINED else []}
+                "needs": [f"{v}-pre-{seed}"] if v.removeprefix("poly_") in PRETRAINED else []}
 
-    jobs = [{"name": f"{v}-pre", "phase": "pretrain", "variant": v, "needs": []} for v in PRETRAINED]
+    jobs = [pretrain(v, seed) for seed in seeds for v in PRETRAINED]
     jobs += [finetune(v, seed) for seed in seeds for v in ("uncon", "mixed", "baseline")]
     if poly:
-        jobs += [{"name": "poly_mixed-pre", "phase": "pretrain", "variant": "poly_mixed", "needs": []},
-                 *(finetune(v, seeds[0]) for v in POLY_VARIANTS)]
+        jobs += [pretrain("poly_mixed", seeds[0]), *(finetune(v, seeds[0]) for v in POLY_VARIANTS)]
+    # the dose curve (mixing.doses): UnCon and Mixed pre-trained on their sets cut to each size, every seed, not
+    # fine-tuned (the fine-tuned rows are the full sets'); the cut sets are stage 04's (mixing.dose_sets), rebuilt
+    # here from the full sets the pack carries
+    jobs += [pretrain(f"{base}_d{size}", seed) for size in doses for seed in seeds for base in PRETRAINED]
     return jobs
+
+
+def write_dose_sets(workdir: Path, params: dict) -> list[str]:
+    """Stage 04's dose sets (``mixing.doses``) rebuilt from the packed full sets with stage 04's own cut
+    (``ecqg.mixing.dose_sets``: UnCon's first n, Mixed's first n/2 of each generator, reshuffled, seeded): the same
+    files, so a sweep needs no second copy of the questions."""
+    from ecqg.data.dpr import read_dpr_retriever_json, write_dpr_retriever_json
+    from ecqg.mixing import dose_sets
+    from ecqg.variants import SETS, doses, dose_set
+
+    sizes = doses(params)
+    if not sizes:
+        return []
+    full = {name: list(read_dpr_retriever_json(workdir / SETS[name].path)) for name in PRETRAINED}
+    written = []
+    for size, cut in dose_sets(full["uncon"], full["mixed"], sizes, params["seed"]).items():
+        for name, records in zip(PRETRAINED, cut):
+            path = workdir / dose_set(name, size).path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_dpr_retriever_json(path, records)
+            written.append(str(path.relative_to(workdir)))
+    return written
 
 
 def select_jobs(jobs: list[dict], only: list[str]) -> list[dict]:
@@ -270,7 +302,9 @@ def run(pack_dir: Path, workdir: Path, out: Path, workers: int, budget_s: float,
              "seeds": seeds, "date": time.strftime("%Y-%m-%d"), "k_max": K_MAX,
              "unpack_s": round(time.monotonic() - start, 1),
              "inputs": input_digests(workdir), "jobs": {}, "skipped": [], "failed": {}}
-    pending, running, longest, logged = plan(seeds, poly), {}, {}, time.monotonic()
+    sweep["dose_sets"] = write_dose_sets(workdir, params)
+    pending, running, longest, logged = plan(seeds, poly, [int(n) for n in params["mixing"]["doses"]]), {}, {}, \
+        time.monotonic()
     if only:
         pending = select_jobs(pending, only)
     for job_ in pending:
@@ -380,6 +414,7 @@ def job(workdir: Path, spec: dict, encode_batch: int, sets: list[str]) -> None:
     from ecqg import config, device, evaluation, paths
     from ecqg.io import read_jsonl
     from ecqg.pipeline import dense, finetune_validation, located
+    from ecqg.pipeline.dense_retrieval import retrieve_all
     from ecqg.pipeline.results import load_passage_texts
     from ecqg.stages import setup_logging
 
@@ -397,16 +432,16 @@ def job(workdir: Path, spec: dict, encode_batch: int, sets: list[str]) -> None:
     located.moved_pairs = packed_pairs
     variant, phase = spec["variant"], spec["phase"]
     began = time.perf_counter()
+    seed = spec["seed"]
     if phase == "pretrain":
-        seed = dense.pretrain_seed(params)
-        result = dense.pretrain_variant(variant, params, progress=False)
+        result = dense.pretrain_variant(variant, params, seed, progress=False)
         system_variant = variant + dense.PRETRAINED_SUFFIX
     else:
-        seed = spec["seed"]
         result = dense.train_variant(variant, params, seed, progress=False)
         system_variant = variant
     train_s = time.perf_counter() - began
-    figures = dense.retrieve_all(system_variant, params, seed, progress=False)
+    # from the corpus text: the GPU machine has no `datasets` to read stage tokenize_corpus's Arrow files with
+    figures = retrieve_all(system_variant, params, seed, progress=False, tokenized=None)
     text_of = load_passage_texts()
     caches = {name: evaluation.HitCache(text_of) for name in sets}
     questions = {name: [q for _, q in read_jsonl(paths.questions_file(name))] for name in sets}
@@ -473,17 +508,25 @@ COMPARED = (("uncon", "baseline"), ("mixed", "baseline"), ("mixed", "uncon"), ("
 
 def seeded_runs(sweep: dict) -> dict[str, dict[int, dict]]:
     """system -> {seed: job}, in Table 3's order: each fine-tuned variant at the seeds it ran, then each
-    ``<variant>-pre`` (its one pre-training job, filed under the first seed); systems without a job left out."""
+    ``<variant>-pre`` at the seeds it pre-trained with (``<variant>-pre-<seed>``; a sweep from before pre-training
+    was replicated has one ``<variant>-pre`` job, filed under the first seed); systems without a job left out."""
     jobs, seeds = sweep["jobs"], sweep["seeds"]
     runs = {v: {s: jobs[f"{v}-{s}"] for s in seeds if f"{v}-{s}" in jobs} for v in (*VARIANTS, *POLY_VARIANTS)}
-    runs.update({f"{v}-pre": {seeds[0]: jobs[f"{v}-pre"]} for v in (*PRETRAINED, "poly_mixed")
-                 if f"{v}-pre" in jobs})
+    doses = sorted({int(m[1]) for name in jobs if (m := re.fullmatch(r"(?:uncon|mixed)_d(\d+)-pre-\d+", name))})
+    for v in (*PRETRAINED, "poly_mixed", *(f"{b}_d{n}" for n in doses for b in PRETRAINED)):
+        pre = {s: jobs[f"{v}-pre-{s}"] for s in seeds if f"{v}-pre-{s}" in jobs}
+        if not pre and f"{v}-pre" in jobs:
+            pre = {seeds[0]: jobs[f"{v}-pre"]}
+        runs[f"{v}-pre"] = pre
     return {system: by_seed for system, by_seed in runs.items() if by_seed}
 
 
 def compared_pairs(runs: dict[str, dict[int, dict]]) -> list[tuple[str, str, set]]:
-    """``COMPARED``'s pairs that both ran, each with the seeds both have (a pair is compared at those only)."""
-    pairs = [(a, b, set(runs[a]) & set(runs[b])) for a, b in COMPARED if a in runs and b in runs]
+    """``COMPARED``'s pairs that both ran, then Mixed - UnCon right after pre-training at each dose of the dose
+    curve, each with the seeds both have (a pair is compared at those only)."""
+    doses = [(f"mixed_d{n}-pre", f"uncon_d{n}-pre") for n in sorted(
+        {int(s.split("_d")[1].split("-")[0]) for s in runs if s.startswith("mixed_d")})]
+    pairs = [(a, b, set(runs[a]) & set(runs[b])) for a, b in (*COMPARED, *doses) if a in runs and b in runs]
     return [(a, b, common) for a, b, common in pairs if common]
 
 
@@ -497,9 +540,10 @@ def seed_stack(by_seed: dict[int, dict], name: str, only: set | None = None):
 
 def runs_interval(stack_a, stack_b, k: int, question_level: dict):
     """A - B at Top-k with the runs (seeds) as the unit: the wider of the hierarchical bootstrap (runs, then
-    questions) and Welch's t over the seeds' accuracies with the question-level SE added (``ecqg.stats``); None with
+    questions) and Welch's t over the seeds' accuracies with the question-level SE added (``ecqg.analysis.stats``); None with
     one seed (the question-level figures are all there is)."""
-    from ecqg import evaluation, stats
+    from ecqg import evaluation
+    from ecqg.analysis import stats
 
     a, b = (evaluation.seed_hits_at_k(x, [k])[:, :, 0].astype(float) for x in (stack_a, stack_b))
     if a.shape[1] < 2 or b.shape[1] < 2:
@@ -519,7 +563,8 @@ def summarize(paths_: list[Path]) -> None:
     import numpy as np
     import pandas as pd
 
-    from ecqg import evaluation, stats
+    from ecqg import evaluation
+    from ecqg.analysis import stats, tables
 
     sweeps = [read_sweep(p) for p in paths_]
     for p, sweep in zip(paths_, sweeps):
@@ -546,7 +591,7 @@ def summarize(paths_: list[Path]) -> None:
         for a, b, common in compared_pairs(runs):
             for k in (1, 5, 20):
                 stacks = [seed_stack(runs[x], name, common) for x in (a, b)]
-                res = evaluation.paired_bootstrap(*stacks, k)
+                res = tables.paired_bootstrap(*stacks, k)
                 over_runs = runs_interval(*stacks, k, res)
                 pairs.append({"set": name, "pair": f"{a} - {b}", "k": k, "seeds": len(common),
                               "difference": round(100 * res["difference"], 1),
@@ -587,7 +632,8 @@ def slice_figures(sweep: dict, masks: dict[str, dict]) -> dict:
     (``evaluation.accuracy_table`` / ``paired_table``, ``pipeline.mechanism.psi_table``, their default resamples)."""
     import pandas as pd
 
-    from ecqg import evaluation, mechanism
+    from ecqg import evaluation
+    from ecqg.analysis import mechanism, tables
     from ecqg.pipeline import mechanism as mp
 
     runs, seeds, ks = seeded_runs(sweep), sweep["seeds"], (1, 5, 20)
@@ -595,13 +641,13 @@ def slice_figures(sweep: dict, masks: dict[str, dict]) -> dict:
     rows, paired, psi_rows = [], [], []
     for kind, kind_masks in masks.items():
         for system, by_seed in runs.items():
-            table = evaluation.accuracy_table(seed_stack(by_seed, "nq"), questions, ks, masks=kind_masks)
+            table = tables.accuracy_table(seed_stack(by_seed, "nq"), questions, ks, masks=kind_masks)
             for bucket, at in table.groupby("subset", sort=False):
                 rows.append({"slice": kind, "bucket": bucket, "system": system, "seeds": len(by_seed),
                              **{f"top{k}": round(100 * a, 1) for k, a in zip(at.k, at.accuracy)}})
         for a, b, common in compared_pairs(runs):
             stacks = {a: seed_stack(runs[a], "nq", common), b: seed_stack(runs[b], "nq", common)}
-            table = evaluation.paired_table(stacks[a], stacks[b], questions, ks, masks=kind_masks)
+            table = tables.paired_table(stacks[a], stacks[b], questions, ks, masks=kind_masks)
             paired += [{"slice": kind, "bucket": r.subset, "pair": f"{a} - {b}", "k": r.k, "seeds": len(common),
                         "difference": round(100 * r.difference, 1),
                         "ci": [round(100 * r.ci_low, 1), round(100 * r.ci_high, 1)], "p_value": round(r.p_value, 4)}
@@ -632,7 +678,8 @@ def slices(paths_: list[Path], entity_model: bool) -> dict:
     sweep's own models stay on the GPU machine)."""
     import pandas as pd
 
-    from ecqg import config, mechanism
+    from ecqg import config
+    from ecqg.analysis import mechanism
     from ecqg.pipeline import mechanism as mp
 
     params = config.load("params.yaml")

@@ -1,4 +1,5 @@
-"""Split a heavy inference step over processes that torchrun starts: corpus encoding, question sampling, the reader.
+"""Split a heavy step over processes that torchrun starts: corpus encoding, question sampling, the reader, and DPR
+training (every process trains on its share of each global batch, in-batch negatives gathered across them).
 
 Why: on a machine with 8 GPUs each of these steps (21M passages encoded a dozen times, a million questions sampled
 and read) runs 8 times faster only if its work is split; training already runs under ``torchrun`` through
@@ -47,6 +48,7 @@ WORKERS = {
     "encode": "ecqg.retrieval.dense:encode_part",
     "generate": "ecqg.qg.sampling:generate_part",
     "read": "ecqg.filtering.reader:predict_part",
+    "train": "ecqg.pipeline.dense:train_part",        # a training stage: every process trains, gradients summed
 }
 
 
@@ -103,17 +105,19 @@ def run(task: str, job: Mapping[str, Any], job_dir: Path, params: Mapping, progr
     write_json(job_dir / JOB_FILE, {"task": task, "device": setting, "progress": progress, **job})
     command = launch_command(job_dir, n, params.get("launcher_args"))
     log.info("%s: %d processes: %s", task, n, " ".join(command))
-    _run_relaying(command, task, n)
+    _run_relaying(command, task, n, cpu=device.resolve().type == "cpu")
     missing = [rank for rank in range(n) if not part_file(job_dir, rank).is_file()]
     if missing:
         raise RuntimeError(f"{task}: the launcher exited cleanly but rank(s) {missing} wrote no part in {job_dir}")
     return [json.loads(part_file(job_dir, rank).read_text(encoding="utf-8")) for rank in range(n)]
 
 
-def _run_relaying(command: list[str], task: str, n: int) -> None:
-    """Run the launcher, printing its output as it comes (a notebook shows it; a DVC log too); fail with the tail."""
+def _run_relaying(command: list[str], task: str, n: int, cpu: bool = False) -> None:
+    """Run the launcher, printing its output as it comes (a notebook shows it; a DVC log too); fail with the tail.
+    ``cpu``: the processes talk over gloo on the CPU (Accelerate's ``ACCELERATE_USE_CPU``), not NCCL."""
     # a progress bar refreshes 10 times a second; relayed into a notebook over hours that is a flood: every 30 s
-    env = {"TQDM_MININTERVAL": "30", **os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {"TQDM_MININTERVAL": "30", **os.environ, "PYTHONUNBUFFERED": "1", **({"ACCELERATE_USE_CPU": "1"} if cpu
+                                                                              else {})}
     tail: deque[str] = deque(maxlen=60)
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
         for line in proc.stdout:

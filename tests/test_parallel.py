@@ -2,6 +2,7 @@
 bit: corpus encoding, question sampling and the reader (ecqg/parallel.py)."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from transformers import BertConfig, BertForQuestionAnswering, BertModel
 
 from ecqg import parallel
 from ecqg.retrieval import dense
+from ecqg.retrieval.tokenized_corpus import tokenize_corpus
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
 
 WORDS = ("river city king war music league film island church school army party bridge station novel "
@@ -60,6 +62,11 @@ def test_two_processes_encode_the_corpus_as_one(tokenizer, workdir):
     two_ids, two = dense.encode_corpus(model, corpus, workdir / "two", 37, processes=2, params=TWO, **kwargs)
     assert two_ids == one_ids == [f"p{i}" for i in range(37)]
     assert two.shape == (37, 32) and np.array_equal(np.asarray(two), np.asarray(one))
+    # the workers start at their rows of the tokenised corpus instead of reading the text up to them
+    tokenize_corpus(corpus, tokenizer, 48, workdir / "tokenized", num_proc=1, progress=False)
+    tok_ids, tok = dense.encode_corpus(model, corpus, workdir / "tok", 37, processes=2, params=TWO,
+                                       tokenized=workdir / "tokenized", **kwargs)
+    assert tok_ids == one_ids and np.array_equal(np.asarray(tok), np.asarray(one))
     assert not any((workdir / "outputs" / "parallel").iterdir())      # the job directory is gone
 
 
@@ -131,3 +138,54 @@ def test_a_failing_process_fails_the_step_with_its_output(workdir):
         with pytest.raises(RuntimeError, match=r"(?s)read: torchrun with 2 processes exited with code 1.*cannot load model"):
             parallel.run("read", {"questions": [{"id": "a", "question": "q?", "context": "c"}] * 4,
                                   "settings": {"chunk_size": 1}}, job_dir, TWO)     # no saved reader in the job
+
+
+def _dpr_records(n=24):
+    """Question i asks about word i; its positive is about it, its hard negative about a word nobody asks about."""
+    out = []
+    for i in range(n):
+        w, other = WORDS[i % 12], WORDS[12 + i % 8]
+        out.append({"question": f"where is the {w}", "answers": [w], "negative_ctxs": [],
+                    "positive_ctxs": [{"title": w, "text": f"the {w} is here", "passage_id": f"p{i}"}],
+                    "hard_negative_ctxs": [{"title": other, "text": f"a {other} was there", "passage_id": f"n{i}"}]})
+    return out
+
+
+def test_two_processes_run_a_training_stage_as_one(tokenizer, workdir):
+    """Stage 05's pre-training with ``processes: 2`` (two torchrun workers, gloo, each half of every global batch)
+    trains what one process trains: the same losses step by step (to 1e-5) and the same weights (float32 sums taken in
+    another order). The model is dropout-free: with dropout each process draws its own masks, so two
+    processes train an equally good but not the same model. Weights: all but 1 in 10,000 elements to 1e-5, every one
+    within one Adam step (lr)."""
+    from ecqg import config
+    from ecqg.data.dpr import write_dpr_retriever_json
+    from ecqg.pipeline import dense as stage
+    from ecqg.variants import SETS
+
+    base = workdir / "tiny-bert"
+    cfg = BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                     vocab_size=tokenizer.vocab_size, max_position_embeddings=64, hidden_dropout_prob=0.0,
+                     attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    BertModel(cfg).save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    SETS["uncon"].path.parent.mkdir(parents=True)
+    write_dpr_retriever_json(SETS["uncon"].path, _dpr_records())
+    params = config.preset("mini", Path(__file__).resolve().parents[1] / "params")
+    params["dpr"].update(base_model=str(base), query_max_length=16, passage_max_length=32)
+    params["dpr"]["pretrain"].update(lr=3e-3, batch_size=8, epochs=3, max_steps=5, heldout=4, mixed_precision="no",
+                                     length_bucket_size=None, checkpoint_every=2, eval_every=None)
+    runs = {}
+    for n in (1, 2):
+        result = stage.train_replicate("uncon", {**params, "processes": n}, 7, "pretrain", progress=False)
+        model = stage.pretrained_dir("uncon", 7)
+        runs[n] = ([h["loss"] for h in result["history"] if "loss" in h],
+                   BiEncoder.load(model).query_encoder.state_dict())
+        model.rename(workdir / f"model-{n}")
+    assert len(runs[1][0]) == 5 and runs[2][0] == pytest.approx(runs[1][0], abs=1e-5)
+    diff = torch.cat([(runs[2][1][name] - weight).abs().flatten() for name, weight in runs[1][1].items()])
+    # Adam divides by the root of the squared gradients: where a gradient is ~0, float32 sums taken in another order
+    # can flip its sign and move that weight by up to one step of lr; everywhere else the weights agree to 1e-5
+    assert float((diff > 1e-5).float().mean()) < 1e-4 and float(diff.max()) < 3e-3
+    with pytest.raises(ValueError, match="does not split over processes: 3"):
+        stage.train_replicate("uncon", {**params, "processes": 3}, 7, "pretrain")

@@ -18,11 +18,12 @@ from ecqg.data.dpr import write_dpr_retriever_json  # noqa: E402
 def test_plan_puts_pretraining_first_and_fine_tunings_after_what_they_need():
     jobs = study_sweep.plan([2022, 2023], poly=True)
     names = [j["name"] for j in jobs]
-    assert names[:2] == ["uncon-pre", "mixed-pre"]
-    assert names[2:5] == ["uncon-2022", "mixed-2022", "baseline-2022"]
+    # every replicate pre-trains on its own, as stage 05 does
+    assert names[:4] == ["uncon-pre-2022", "mixed-pre-2022", "uncon-pre-2023", "mixed-pre-2023"]
+    assert names[4:7] == ["uncon-2022", "mixed-2022", "baseline-2022"]
     needs = {j["name"]: j["needs"] for j in jobs}
-    assert needs["mixed-2023"] == ["mixed-pre"] and needs["baseline-2023"] == []
-    assert needs["poly_mixed-2022"] == ["poly_mixed-pre"] and needs["poly_baseline-2022"] == []
+    assert needs["mixed-2023"] == ["mixed-pre-2023"] and needs["baseline-2023"] == []
+    assert needs["poly_mixed-2022"] == ["poly_mixed-pre-2022"] and needs["poly_baseline-2022"] == []
     assert "poly_mixed-2023" not in names          # Poly-DPR at the first seed only
     assert not any(n.startswith("poly") for n in (j["name"] for j in study_sweep.plan([2022], poly=False)))
 
@@ -30,7 +31,7 @@ def test_plan_puts_pretraining_first_and_fine_tunings_after_what_they_need():
 def test_select_jobs_adds_the_pretrainings_and_refuses_unknown_names():
     jobs = study_sweep.plan([2022, 2024], poly=False)
     chosen = [j["name"] for j in study_sweep.select_jobs(jobs, ["mixed-2024", "baseline-2022"])]
-    assert chosen == ["mixed-pre", "baseline-2022", "mixed-2024"]
+    assert chosen == ["mixed-pre-2024", "baseline-2022", "mixed-2024"]
     with pytest.raises(ValueError, match="no such job: mixed-2030"):
         study_sweep.select_jobs(jobs, ["mixed-2030"])
 
@@ -41,6 +42,7 @@ def test_no_curve_turns_off_the_curve_runs_and_nothing_that_trains(tmp_path):
 
     assert config.preset("study")["dpr"]["finetune"]["curve_runs"] is True
     spec = study_sweep.plan([2022], poly=False)[2]
+    assert spec["phase"] == "finetune"
     with_curve = study_sweep.job_params(config.preset("study"), {**spec, "curve_runs": True}, tmp_path, 256)
     without = study_sweep.job_params(config.preset("study"), {**spec, "curve_runs": False}, tmp_path, 256)
     assert with_curve["dpr"]["finetune"]["curve_runs"] is True and without["dpr"]["finetune"]["curve_runs"] is False
@@ -214,3 +216,38 @@ def test_slice_figures_follow_the_first_seed_curve():
     assert curve.loc[25, "nq@1 sentence 1"] == 100.0 and curve.loc[25, "psi@1"] == 1.0
     assert curve.loc[180, "psi@1"] == 1.0 and curve.loc[180, "psi@5"] == 0.0
     assert figures["paired"].empty                      # nothing to pair with DPR alone
+
+
+def test_the_dose_curve_pre_trains_every_seed_and_is_compared_dose_by_dose():
+    jobs = study_sweep.plan([1, 2], poly=False, doses=[100, 200])
+    names = [j["name"] for j in jobs]
+    assert {"uncon_d100-pre-1", "mixed_d100-pre-2", "mixed_d200-pre-1"} <= set(names)
+    assert not any(n.startswith(("uncon_d", "mixed_d")) and not n.split("-")[1] == "pre" for n in names)
+    done = {n: {"name": n} for n in ("mixed_d100-pre-1", "mixed_d100-pre-2", "uncon_d100-pre-1", "uncon_d100-pre-2",
+                                     "baseline-1")}
+    runs = study_sweep.seeded_runs({"jobs": done, "seeds": [1, 2]})
+    assert set(runs["mixed_d100-pre"]) == {1, 2}
+    assert ("mixed_d100-pre", "uncon_d100-pre", {1, 2}) in study_sweep.compared_pairs(runs)
+
+
+def test_the_sweep_rebuilds_stage_04s_dose_sets(tmp_path):
+    """The pack carries the full sets; the dose sets are cut from them with stage 04's own function."""
+    from ecqg import mixing
+    from ecqg.data.dpr import read_dpr_retriever_json
+    from ecqg.variants import SETS, dose_set
+
+    def example(i, generator):
+        return {"id": f"{generator}{i}", "generator": generator, "question": f"q {generator} {i}?", "answers": ["a"],
+                "positive_ctxs": [{"title": "t", "text": f"text {i}", "passage_id": f"p{i}"}],
+                "negative_ctxs": [], "hard_negative_ctxs": []}
+    uncon = [example(i, "uncon") for i in range(8)]
+    mixed = [example(i, "uncon") for i in range(4)] + [example(i, "con") for i in range(4)]
+    for name, records in (("uncon", uncon), ("mixed", mixed)):
+        (tmp_path / SETS[name].path).parent.mkdir(parents=True, exist_ok=True)
+        write_dpr_retriever_json(tmp_path / SETS[name].path, records)
+    written = study_sweep.write_dose_sets(tmp_path, {"seed": 3, "mixing": {"doses": [4]}})
+    assert written == [str(dose_set("uncon", 4).path), str(dose_set("mixed", 4).path)]
+    expected = mixing.dose_sets(uncon, mixed, [4], 3)[4]
+    for records, name in zip(expected, ("uncon", "mixed")):
+        got = list(read_dpr_retriever_json(tmp_path / dose_set(name, 4).path))
+        assert [r["id"] for r in got] == [r["id"] for r in records]

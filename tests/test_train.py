@@ -1,8 +1,10 @@
 """DPR bi-encoder training on a tiny random BERT: loss, GradCache, kill-and-resume, checkpoints, validation."""
 
+import copy
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer, BertConfig
@@ -11,6 +13,7 @@ from ecqg.errors import DataFormatError
 from ecqg.models import resolve_model
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
 from ecqg.retrieval.contrastive import ContrastiveStep, contrastive_loss
+from ecqg.retrieval.tokens import TrainingTokens, tokenize_in_threads, tokenizer_fingerprint
 from ecqg.retrieval.train_data import (Batch, check_records, epoch_batches, make_batch, sample_hard_negatives,
                                        split_records)
 from ecqg.retrieval.validation import evaluate_biencoder, ranking_metrics, validation_pool
@@ -77,6 +80,7 @@ def test_loss_decreases_on_an_easy_task(tokenizer, tmp_path):
     assert math.isclose(losses[0], math.log(16), rel_tol=0.2)  # 8 questions x (8 positives + 8 hard negatives)
     assert sum(losses[-5:]) / 5 < 0.25 * sum(losses[:5]) / 5
     assert {"val_avg_rank", "val_top1", "val_top5", "val_top20", "val_nll"} <= set(history[-1])
+    assert history[-1]["stopped_by"] == "max_steps"           # the cap that ended it, kept for the report
     assert BiEncoder.load(tmp_path / "model").config.query_max_length == 32
     lines = (tmp_path / "history.jsonl").read_text().splitlines()
     assert [json.loads(line)["loss"] for line in lines] == losses
@@ -115,6 +119,58 @@ def test_length_buckets_give_the_full_batch_loss_and_gradients(tokenizer):
     assert plain.keys() == buckets.keys() and len(plain) > 10
     for name in plain:
         torch.testing.assert_close(buckets[name], plain[name], rtol=1e-9, atol=1e-12, msg=name)
+
+
+@pytest.mark.parametrize("chunk,bucket", [(None, None), (3, None), (None, 3)])
+def test_tokenised_once_gives_the_tokenizers_tensors_and_the_same_step(tokenizer, chunk, bucket):
+    """The trainer's path (the set tokenised once, features gathered and padded per batch) feeds the encoders the
+    very tensors the per-batch tokenizer gave, so a step's loss and gradients are bit for bit the same (float32,
+    dropout on: the same RNG draws too)."""
+    recs = records()
+    for i, r in enumerate(recs):                                       # lengths differ, and a passage repeats
+        r["positive_ctxs"][0]["text"] += " and more" * (i * 5 % 7)
+    tokens = TrainingTokens(tiny_biencoder(tokenizer), recs, threads=2)
+    assert len(tokens.passages) == len({(c["title"], c["text"]) for r in recs
+                                        for c in r["positive_ctxs"][:1] + r["hard_negative_ctxs"]}) < 3 * len(recs)
+    indices = [5, 0, 17, 9, 3, 22, 11]
+    plain, ready = make_batch(recs, indices, 2, 4, 1), make_batch(recs, indices, 2, 4, 1, tokens)
+    assert ready.query_features is not None and (ready.questions, ready.texts) == (plain.questions, plain.texts)
+    accelerator = make_accelerator(config())
+    model = tiny_biencoder(tokenizer, dropout=0.2).train()
+    step = ContrastiveStep(model, accelerator, chunk_size=chunk, length_bucket_size=bucket)
+    for side in ("query", "passage"):
+        for a, b in zip(step._tokenized(side, plain, chunk), step._tokenized(side, ready, chunk), strict=True):
+            assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    results = []
+    for batch in (plain, ready):
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(5)
+        results.append((step.backward(batch), grads(model)))
+    (loss_a, grads_a), (loss_b, grads_b) = results
+    assert loss_a == loss_b and grads_a.keys() == grads_b.keys()
+    assert all(torch.equal(grads_a[n], grads_b[n]) for n in grads_a)
+
+
+def test_slices_tokenised_in_threads_pack_into_the_one_store(tokenizer):
+    model = tiny_biencoder(tokenizer)
+    texts = [r["positive_ctxs"][0]["text"] + " more" * (i % 5) for i, r in enumerate(records(23))]
+    titles = [f"t{i}" for i in range(23)]
+    whole = tokenize_in_threads(model.passage_features, [titles, texts], threads=1, slice_size=100)
+    sliced = tokenize_in_threads(model.passage_features, [titles, texts], threads=2, slice_size=5)
+    expected = model.passage_features(titles, texts)
+    for store in (whole, sliced):
+        assert len(store) == 23 and store.flat["token_type_ids"].dtype == np.int8
+        got = store.features(range(23))
+        assert all(list(map(int, g[k])) == e[k] for g, e in zip(got, expected, strict=True) for k in e)
+
+
+def test_tokenizer_fingerprint_sees_the_vocabulary_not_the_call_state(tokenizer):
+    before = tokenizer_fingerprint(tokenizer)
+    tokenizer(["a b"], ["c d e f g"], truncation="only_second", max_length=7, padding="max_length")
+    assert tokenizer_fingerprint(tokenizer) == before
+    grown = copy.deepcopy(tokenizer)                                   # the fixture is shared by the module
+    grown.add_tokens(["zzqx"])
+    assert tokenizer_fingerprint(grown) != before
 
 
 def test_grad_cache_restores_dropout_masks(tokenizer):

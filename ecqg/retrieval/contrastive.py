@@ -92,13 +92,17 @@ class ContrastiveStep:
         self.module = module if module is not None else EncoderModule(bi_encoder)
 
     def _tokenized(self, side: str, batch: Batch, chunk: int | None) -> list[dict[str, torch.Tensor]]:
-        """Tokenise per chunk, so each chunk is padded to its own longest sequence."""
+        """Padded tensors per chunk, so each chunk is padded to its own longest sequence: the batch's ready
+        features where it carries them (the trainer tokenises the set once), else tokenised here."""
         n = len(batch.questions) if side == "query" else len(batch.texts)
         size = chunk or n
+        ready = batch.query_features if side == "query" else batch.passage_features
         device = self.accelerator.device
         out = []
         for i in range(0, n, size):
-            if side == "query":
+            if ready is not None:
+                enc = self.bi.pad(ready[i:i + size])
+            elif side == "query":
                 enc = self.bi.tokenize_queries(batch.questions[i:i + size])
             else:
                 enc = self.bi.tokenize_passages(batch.titles[i:i + size], batch.texts[i:i + size])
@@ -133,13 +137,12 @@ class ContrastiveStep:
         if not self.length_bucket_size:
             (p_tok,) = self._tokenized("passage", batch, None)
             return self.module("passage", p_tok)
-        lengths = [len(f["input_ids"]) for f in self.bi.passage_features(batch.titles, batch.texts)]
-        order = np.argsort(lengths, kind="stable")
+        features = batch.passage_features or self.bi.passage_features(batch.titles, batch.texts)
+        order = np.argsort([len(f["input_ids"]) for f in features], kind="stable")
         device = self.accelerator.device
         parts = []
         for start in range(0, len(order), self.length_bucket_size):
-            picked = order[start:start + self.length_bucket_size]
-            tok = self.bi.tokenize_passages([batch.titles[i] for i in picked], [batch.texts[i] for i in picked])
+            tok = self.bi.pad([features[i] for i in order[start:start + self.length_bucket_size]])
             parts.append(self.module("passage", {k: v.to(device) for k, v in tok.items()}))
         inverse = torch.as_tensor(np.argsort(order), device=device)
         return torch.cat(parts).index_select(0, inverse)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import os
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +38,8 @@ from tqdm.auto import tqdm
 from ecqg.io import atomic_path, write_json
 from ecqg.retrieval.faiss_index import INDEX_FILE, build_index, index_rows, load_index, search
 from ecqg.models import inference
+from ecqg.retrieval.tokenized_corpus import TokenizedCorpus
+from ecqg.retrieval.tokens import tokenize_threads
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +180,8 @@ def iter_passage_embeddings(model, passages: Iterable[Mapping], batch_size: int 
                             rows: tuple[int, int] | None = None,
                             tokenize_threads: int | None = None) -> Iterator[tuple[list[str], np.ndarray]]:
     """Yield ``(ids, float32 vectors)`` chunk by chunk for (one shard, or the ``rows`` ``[start, end)``, of) the
-    passages; memory is O(chunk_size).
+    passages (records, or a :class:`~ecqg.retrieval.tokenized_corpus.TokenizedCorpus` whose ids are ready);
+    memory is O(chunk_size).
 
     Sorting by length happens within a chunk, so a larger chunk pads a little less. ``prefetch`` reads and
     tokenises the next chunk in background threads (``tokenize_threads``, default :func:`tokenize_threads`) while
@@ -187,30 +189,25 @@ def iter_passage_embeddings(model, passages: Iterable[Mapping], batch_size: int 
     the threads only take cores from the encoder).
     """
     _check_batch_size(batch_size)
-    stream, count = _shard_slice(passages, shard, total, rows)
+    if isinstance(passages, TokenizedCorpus):
+        lo, hi = rows or (shard_bounds(len(passages), shard) if shard else (0, len(passages)))
+        stream, count = None, hi - lo
+    else:
+        stream, count = _shard_slice(passages, shard, total, rows)
     start, done = time.perf_counter(), 0
     desc = "encode passages" + (f" (shard {shard[0]}/{shard[1]})" if shard else
                                 f" (rows {rows[0]}-{rows[1]})" if rows else "")
     with inference(model, autocast) as device, tqdm(total=count, desc=desc, unit="psg",
                                                      disable=not progress) as bar:
         ahead = device.type != "cpu" if prefetch is None else prefetch
-        for ids, features in _tokenized_chunks(model, stream, chunk_size, ahead, tokenize_threads):
+        chunks = _ahead(passages.chunks(lo, hi, chunk_size), ahead) if stream is None else \
+            _tokenized_chunks(model, stream, chunk_size, ahead, tokenize_threads)
+        for ids, features in chunks:
             vectors = _encode_sorted(model, model.encode_passages, features, _passage_shape(model), batch_size,
                                      device, bar)
             done += len(ids)
             yield ids, vectors
     _log_rate("encode_passages", done, "passages", start, device, batch_size)
-
-
-def tokenize_threads() -> int:
-    """Threads that tokenise the next chunk while an accelerator encodes this one: this process's share of the
-    machine's cores (torchrun's ``LOCAL_WORLD_SIZE`` processes share them), one left for the loop feeding the device.
-
-    Why: one tokenizer thread gave 2,200 bert-base passages/s on an H100 host while the GPU encodes 7,300
-    (``bench/gpu_check.py``, 27 Nov 2026); ``TOKENIZERS_PARALLELISM`` stays false (``ecqg/env.py``) because the
-    tokenizer's own threads do not survive the forks of torchrun and DataLoader workers, so the split is ours."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(8, cores // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))) - 1))
 
 
 def _tokenized_chunks(model, stream: Iterator[Mapping], chunk_size: int, prefetch: bool,
@@ -254,6 +251,18 @@ def _tokenized_chunks(model, stream: Iterator[Mapping], chunk_size: int, prefetc
     finally:
         if slicer is not None:
             slicer.shutdown()
+
+
+def _ahead(chunks: Iterator, prefetch: bool) -> Iterator:
+    """The chunks, each next one read in a background thread while the caller encodes this one (``prefetch``)."""
+    if not prefetch:
+        yield from chunks
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ecqg-prefetch") as pool:
+        future = pool.submit(next, chunks, None)
+        while (item := future.result()) is not None:
+            future = pool.submit(next, chunks, None)
+            yield item
 
 
 def _passage_id(p: Mapping, position: int) -> str:
@@ -339,23 +348,25 @@ def _fill_rows(model, passages, matrix: np.ndarray, rows: tuple[int, int], total
 def encode_corpus(model, corpus: str | Path, out_dir: str | Path, total: int, *, processes: int = 1,
                   params: Mapping | None = None, batch_size: int = 64, dtype: str = "float32",
                   chunk_size: int = 50_000, autocast: str | None = None, progress: bool = True,
-                  prefetch: bool | None = None) -> tuple[list[str], np.ndarray]:
+                  prefetch: bool | None = None, tokenized: str | Path | None = None) -> tuple[list[str], np.ndarray]:
     """Encode a corpus file into ``out_dir/embeddings.npy``; returns its passage ids and the vectors, memory-mapped
     read-only. Memory is one chunk per process at any corpus size.
 
+    ``tokenized``: the corpus already tokenised (stage ``tokenize_corpus``, :mod:`ecqg.retrieval.tokenized_corpus`),
+    read instead of the text, after checking it was made with this model's tokenizer and passage length.
     ``processes`` above 1 splits the rows over torchrun workers (:mod:`ecqg.parallel`; ``params`` gives its
     settings): each writes whole chunks of its block into the one file, so the vectors are the single process's.
-    A worker skips to its block by reading the corpus from the start (seconds per million passages)."""
+    A worker starts at its block's first row of the tokenised corpus (from the text: reads up to it, seconds per
+    million passages)."""
     dtype = _check_dtype(dtype)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / EMBEDDINGS_FILE
+    source = _corpus_source(model, corpus, tokenized, total)
     matrix = _new_matrix(path, model, total, dtype)
     if processes <= 1:
-        from ecqg.data.records import read_corpus
-
-        ids = _fill_rows(model, read_corpus(corpus), matrix, (0, total), total, batch_size, chunk_size, progress,
-                         autocast, prefetch)
+        ids = _fill_rows(model, source, matrix, (0, total), total, batch_size, chunk_size, progress, autocast,
+                         prefetch)
         del matrix
     else:
         from ecqg import parallel
@@ -363,7 +374,8 @@ def encode_corpus(model, corpus: str | Path, out_dir: str | Path, total: int, *,
         del matrix
         with parallel.job_directory("encode") as job_dir:
             model.save(job_dir / parallel.MODEL_DIR)
-            job = {"corpus": str(corpus), "total": total, "matrix": str(path.resolve()), "batch_size": batch_size,
+            job = {"corpus": str(corpus), "tokenized": str(tokenized) if tokenized else None, "total": total,
+                   "matrix": str(path.resolve()), "batch_size": batch_size,
                    "chunk_size": chunk_size, "autocast": autocast, "prefetch": prefetch}
             parts = parallel.run("encode", job, job_dir, {**(params or {}), "processes": processes}, progress)
         ids = [pid for part in parts for pid in part]
@@ -372,9 +384,21 @@ def encode_corpus(model, corpus: str | Path, out_dir: str | Path, total: int, *,
     return ids, np.load(path, mmap_mode="r", allow_pickle=False)
 
 
+def _corpus_source(model, corpus: str | Path, tokenized: str | Path | None, total: int):
+    """The tokenised corpus (checked against the model and ``total``) or the corpus text, streamed."""
+    if tokenized is None:
+        from ecqg.data.records import read_corpus
+
+        return read_corpus(corpus)
+    source = TokenizedCorpus(tokenized, model)
+    if len(source) != total:
+        raise ShardError(f"{tokenized}: {len(source)} tokenised passages, the corpus {corpus} has {total}; "
+                         "rerun tokenize_corpus")
+    return source
+
+
 def encode_part(job: Mapping, rank: int, world: int, job_dir: Path) -> list[str]:
     """One torchrun worker of :func:`encode_corpus`: whole chunks of its block into its rows of the shared file."""
-    from ecqg.data.records import read_corpus
     from ecqg.parallel import MODEL_DIR, block
     from ecqg.retrieval.retriever import load_retriever
 
@@ -383,7 +407,8 @@ def encode_part(job: Mapping, rank: int, world: int, job_dir: Path) -> list[str]
     matrix = np.load(job["matrix"], mmap_mode="r+", allow_pickle=False)
     if rows[0] == rows[1]:
         return []
-    return _fill_rows(model, read_corpus(job["corpus"]), matrix, rows, job["total"], job["batch_size"],
+    source = _corpus_source(model, job["corpus"], job.get("tokenized"), job["total"])
+    return _fill_rows(model, source, matrix, rows, job["total"], job["batch_size"],
                       job["chunk_size"], job["progress"] and rank == 0, job["autocast"], job["prefetch"])
 
 

@@ -2,7 +2,7 @@
 ``ivfpq`` compressed, for corpora that do not fit in memory), save next to the passage id of every row (so a result
 can never be paired with the wrong corpus), load, and search with the mapping from rows back to passages: a
 retriever with K vectors per passage puts K rows per passage in the index and each passage keeps its best row.
-GPU FAISS is used when the module and a GPU are there, else CPU; the log says which.
+GPU FAISS is used when the module and a GPU are there (IVF-PQ's training included), else CPU; the log says which.
 """
 
 from __future__ import annotations
@@ -112,10 +112,9 @@ def build_index(vectors: np.ndarray, kind: str = "flat", use_gpu: bool | None = 
     if vectors.ndim != 2:
         raise ValueError(f"vectors must be a 2-d array, got shape {vectors.shape}")
     start = time.perf_counter()
-    index = _empty_index(kind, vectors.shape[1], p)
-    if kind == "ivfpq":
+    index = _to_gpu(_empty_index(kind, vectors.shape[1], p), kind, use_gpu)
+    if kind == "ivfpq":       # k-means and the PQ codebooks on the GPU too, when the index is there
         _train_ivfpq(index, vectors, p, seed)
-    index = _to_gpu(index, kind, use_gpu)
     for lo in tqdm(range(0, len(vectors), add_batch_size), desc=f"FAISS {kind} add", unit="batch",
                    disable=not progress):
         index.add(_as_float32(vectors[lo:lo + add_batch_size]))

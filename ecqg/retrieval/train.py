@@ -7,6 +7,10 @@ What it does (Karpukhin et al. 2020, as used by the paper's baseline, UnCon-DPR 
   replacement from ``hard_negative_ctxs`` with an RNG seeded by ``(seed, epoch, record index)``; a record with fewer
   hard negatives contributes fewer (counted per step in the history and logged once up front). Scores are ``Q @ P^T``
   over *all* passages of the global batch and the target of question i is its own positive.
+* **Inputs** are tokenised once before the first step (:class:`ecqg.retrieval.tokens.TrainingTokens`: every
+  question and every passage a batch can hold, each distinct text once, over the host's threads); a step gathers
+  ready ids and pads them in numpy, to the very tensors the tokenizer would have given. AdamW is the fused kernel on
+  a GPU (torch's default elsewhere: the CPU runs stay bit-identical to earlier ones).
 * **Data order** is a permutation seeded by ``(seed, epoch)``, cut into global batches; process r takes slice r of
   each global batch. So the order, the negatives and hence the optimisation do not depend on the number of processes.
 * **Gradient caching** (GradCache, Gao et al. 2021), ``grad_cache_chunk_size``: (1) encode queries and passages in
@@ -68,6 +72,8 @@ from ecqg.io import complete_checkpoints, remove_directory, write_json, write_js
 from ecqg.retrieval import convergence
 from ecqg.retrieval.contrastive import ContrastiveStep, EncoderModule, all_reduce_gradients
 from ecqg.retrieval.retriever import Retriever
+from ecqg.retrieval.train_config import TrainConfig
+from ecqg.retrieval.tokens import TrainingTokens, tokenize_threads
 from ecqg.retrieval.train_data import Batch, check_records, data_fingerprint, epoch_batches, make_batch
 from ecqg.retrieval.validation import evaluate_biencoder
 
@@ -91,70 +97,7 @@ _RESUME_FREE = {"checkpoint_every", "keep_checkpoints", "eval_every", "eval_batc
 # configuration
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    """Hyper-parameters of one training run (defaults: DPR's NQ fine-tuning, paper appendix for lr / batch)."""
-
-    lr: float = 2e-5
-    epochs: int = 40
-    batch_size: int = 128                 # global: over all processes together
-    hard_negatives: int = 1               # BM25 hard negatives per question
-    warmup_steps: int | None = None       # wins over warmup_ratio when set
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.0             # not applied to biases and LayerNorm weights
-    adam_eps: float = 1e-8
-    max_grad_norm: float | None = 2.0     # None: no clipping
-    seed: int = 0
-    grad_cache_chunk_size: int | None = None  # None: plain full-batch graph
-    length_bucket_size: int | None = None  # plain path: forward passages in length-sorted buckets of this many, each
-                                           # padded to its own longest (same loss, less padding: CPU time); None: one
-    checkpoint_every: int | None = 1000   # None: no intermediate checkpoints
-    keep_checkpoints: int = 2
-    eval_every: int | None = None         # None: validate at the end only
-    eval_batch_size: int = 64
-    max_steps: int | None = None          # caps epochs * steps_per_epoch (smoke runs); the schedule uses the cap
-    drop_last: bool = True                # drop the epoch's incomplete last batch (fewer in-batch negatives)
-    mixed_precision: str = "no"           # Accelerate: "no", "fp16", "bf16"; "auto": bf16 where native, else "no"
-    log_every: int = 50
-    patience: int | None = None           # stop after this many epoch ends without a better select_metric and keep
-                                          # the best epoch end (ecqg.retrieval.convergence); None: train all epochs
-    select_metric: str = "val_top20"      # what patience and the selection compare (higher is better)
-    snapshot_steps: tuple[int, ...] = ()  # validated snapshots besides the epoch ends (e.g. 25: a point on a curve)
-
-    def __post_init__(self):
-        positive = ["lr", "epochs", "batch_size", "eval_batch_size", "keep_checkpoints", "log_every"]
-        optional_positive = ["grad_cache_chunk_size", "length_bucket_size", "checkpoint_every", "eval_every",
-                             "max_steps", "max_grad_norm"]
-        for name in positive:
-            if not getattr(self, name) > 0:
-                raise ValueError(f"TrainConfig.{name} must be > 0, got {getattr(self, name)!r}")
-        for name in optional_positive:
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ValueError(f"TrainConfig.{name} must be > 0 or None, got {value!r}")
-        if self.hard_negatives < 0 or self.weight_decay < 0 or self.seed < 0 or (self.warmup_steps or 0) < 0:
-            raise ValueError("TrainConfig.hard_negatives, weight_decay, seed and warmup_steps must be >= 0")
-        if not 0 <= self.warmup_ratio < 1:
-            raise ValueError(f"TrainConfig.warmup_ratio must be in [0, 1), got {self.warmup_ratio!r}")
-        object.__setattr__(self, "snapshot_steps", tuple(self.snapshot_steps or ()))
-        if any(not isinstance(n, int) or n < 1 for n in self.snapshot_steps):
-            raise ValueError(f"TrainConfig.snapshot_steps must be steps >= 1, got {self.snapshot_steps!r}")
-        if self.patience is not None and self.patience < 1:
-            raise ValueError(f"TrainConfig.patience must be >= 1 or None, got {self.patience!r}")
-        if not self.select_metric.startswith("val_"):
-            raise ValueError(f"TrainConfig.select_metric must name a validation figure (val_...), got "
-                             f"{self.select_metric!r}")
-        if self.mixed_precision not in ("no", "fp16", "bf16", "auto"):
-            raise ValueError(f"TrainConfig.mixed_precision must be no/fp16/bf16/auto, got {self.mixed_precision!r}")
-
-    @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "TrainConfig":
-        """Build from a params mapping; unknown keys are an error (a typo must not be silently ignored)."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown TrainConfig keys {unknown}; known: {sorted(known)}")
-        return cls(**values)
+# TrainConfig (the settings and their rules) lives in ecqg.retrieval.train_config, which params validation reads too.
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -206,6 +149,7 @@ class _Progress:
     epoch: int = 0
     position: int = 0          # batches of the current epoch already consumed
     history: list[dict] = field(default_factory=list)
+    stopped_by: str = "epochs"  # why the loop ended: "patience", "epochs" (the cap) or "max_steps"
 
 
 def _param_groups(module: torch.nn.Module, weight_decay: float) -> list[dict]:
@@ -250,6 +194,7 @@ class _Trainer:
         full = config.epochs * self.steps_per_epoch
         self.total_steps = min(full, config.max_steps) if config.max_steps else full
         self.fingerprint = data_fingerprint(self.train)
+        self.tokens: TrainingTokens | None = None    # built in _setup, once, before the first step
 
     # --- setup --------------------------------------------------------------------------------------------------
     def _setup(self, resume: bool) -> _Progress:
@@ -257,6 +202,9 @@ class _Trainer:
         from transformers import get_linear_schedule_with_warmup
 
         set_seed(self.cfg.seed)
+        start = time.perf_counter()
+        self.tokens = TrainingTokens(self.bi, self.train, tokenize_threads())
+        log.info("training set tokenised once: %s in %.1f s", self.tokens.describe(), time.perf_counter() - start)
         checkpoint = latest_checkpoint(self.ckpt_dir) if resume else None
         state = self._read_state(checkpoint) if checkpoint else None
         if checkpoint:
@@ -264,7 +212,7 @@ class _Trainer:
         self.bi.train()
         module = EncoderModule(self.bi)
         optimizer = torch.optim.AdamW(_param_groups(module, self.cfg.weight_decay), lr=self.cfg.lr,
-                                      eps=self.cfg.adam_eps)
+                                      eps=self.cfg.adam_eps, fused=self.acc.device.type == "cuda")
         warmup = self.cfg.warmup_steps if self.cfg.warmup_steps is not None else \
             int(self.cfg.warmup_ratio * self.total_steps)
         scheduler = get_linear_schedule_with_warmup(optimizer, warmup, self.total_steps)
@@ -345,7 +293,7 @@ class _Trainer:
 
     def _local_batch(self, epoch: int, indices: np.ndarray) -> Batch:
         share = np.array_split(indices, self.acc.num_processes)[self.acc.process_index]
-        return make_batch(self.train, share.tolist(), self.cfg.hard_negatives, self.cfg.seed, epoch)
+        return make_batch(self.train, share.tolist(), self.cfg.hard_negatives, self.cfg.seed, epoch, self.tokens)
 
     def _optimise(self, batch: Batch) -> tuple[float, float | None]:
         loss = self.stepper.backward(batch)
@@ -430,6 +378,10 @@ class _Trainer:
             if self.callback is not None:
                 self.callback(entry)
         bar.close()
+        epochs_end = self.cfg.epochs * self.steps_per_epoch
+        prog.stopped_by = ("patience" if prog.step < self.total_steps else
+                           "max_steps" if self.cfg.max_steps is not None and self.cfg.max_steps < epochs_end
+                           else "epochs")
         return self._finish(prog)
 
     def _train_step(self, epoch: int, indices: np.ndarray, prog: _Progress) -> dict:
@@ -449,6 +401,8 @@ class _Trainer:
     def _finish(self, prog: _Progress) -> list[dict]:
         if prog.history and not any(k.startswith("val_") for k in prog.history[-1]):
             prog.history[-1].update(self._validate(prog.step))
+        if prog.history:           # why the run ended: "patience", "epochs" (the cap) or "max_steps"
+            prog.history[-1]["stopped_by"] = prog.stopped_by
         if self.cfg.patience is not None and (self.out / "best" / "model").is_dir():
             chosen = convergence.selected_step(prog.history, self.cfg.select_metric)
             log.info("keeping the best epoch end, step %s of %d (patience %d on %s)", chosen, prog.step,

@@ -71,32 +71,51 @@ def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, drop_last: boo
     return batches
 
 
+def _negative_picks(pool_size: int, k: int, seed: int, epoch: int, index: int) -> list[int]:
+    if k == 0 or not pool_size:
+        return []
+    picks = np.random.default_rng([seed, epoch, index]).choice(pool_size, size=min(k, pool_size), replace=False)
+    return sorted(int(j) for j in picks)
+
+
 def sample_hard_negatives(record: dict, k: int, seed: int, epoch: int, index: int) -> list[dict]:
     """Up to ``k`` distinct hard negatives, seeded per (seed, epoch, record index): independent of batch layout."""
     pool = record.get("hard_negative_ctxs") or []
-    if k == 0 or not pool:
-        return []
-    picks = np.random.default_rng([seed, epoch, index]).choice(len(pool), size=min(k, len(pool)), replace=False)
-    return [pool[j] for j in sorted(picks)]
+    return [pool[j] for j in _negative_picks(len(pool), k, seed, epoch, index)]
 
 
 @dataclass
 class Batch:
-    """One process's share of a step: questions, then passages laid out as [positives..., hard negatives...]."""
+    """One process's share of a step: questions, then passages laid out as [positives..., hard negatives...].
+
+    With the training set tokenised up front (:class:`ecqg.retrieval.tokens.TrainingTokens`) the batch also carries
+    the unpadded features of both sides, and nothing is tokenised during the step."""
 
     questions: list[str]
     titles: list[str]
     texts: list[str]
     missing_hard_negatives: int = 0   # how many of the wanted hard negatives were not available
+    query_features: list[dict] | None = None
+    passage_features: list[dict] | None = None
 
 
-def make_batch(records: Sequence[dict], indices: Sequence[int], hard_negatives: int, seed: int, epoch: int) -> Batch:
-    """Positive of question i is passage i (DPR trains on ``positive_ctxs[0]``)."""
+def make_batch(records: Sequence[dict], indices: Sequence[int], hard_negatives: int, seed: int, epoch: int,
+               tokens: Any = None) -> Batch:
+    """Positive of question i is passage i (DPR trains on ``positive_ctxs[0]``); ``tokens`` (the records'
+    :class:`~ecqg.retrieval.tokens.TrainingTokens`) adds the ready features."""
+    indices = [int(i) for i in indices]
     chosen = [records[i] for i in indices]
+    picks = [_negative_picks(len(records[i].get("hard_negative_ctxs") or []), hard_negatives, seed, epoch, i)
+             for i in indices]
     ctxs = [r["positive_ctxs"][0] for r in chosen]
-    negatives = [sample_hard_negatives(records[i], hard_negatives, seed, epoch, int(i)) for i in indices]
-    for negs in negatives:
-        ctxs.extend(negs)
-    missing = sum(hard_negatives - len(negs) for negs in negatives)
-    return Batch([r["question"] for r in chosen], [c.get("title", "") for c in ctxs], [c["text"] for c in ctxs],
-                 missing)
+    for i, picked in zip(indices, picks):
+        ctxs.extend(records[i]["hard_negative_ctxs"][j] for j in picked)
+    missing = sum(hard_negatives - len(p) for p in picks)
+    batch = Batch([r["question"] for r in chosen], [c.get("title", "") for c in ctxs], [c["text"] for c in ctxs],
+                  missing)
+    if tokens is not None:
+        rows = [int(tokens.positive_rows[i]) for i in indices]
+        rows += [tokens.negative_rows[i][j] for i, picked in zip(indices, picks) for j in picked]
+        batch.query_features = tokens.questions.features(tokens.question_rows[indices])
+        batch.passage_features = tokens.passages.features(rows)
+    return batch

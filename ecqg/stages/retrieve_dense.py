@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import argparse
 
-from ecqg import config
-from ecqg.pipeline.dense import PRETRAIN_ONLY_VARIANTS, TRAINED_VARIANTS, UNTRAINED, retrieve_all
+from ecqg import config, variants
+from ecqg.pipeline.dense import UNTRAINED
+from ecqg.pipeline.dense_retrieval import retrieve_all
 from ecqg.stages import timed_stage
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ecqg.stages.retrieve_dense")
-    parser.add_argument("variant", help=" | ".join((UNTRAINED,) + TRAINED_VARIANTS + PRETRAIN_ONLY_VARIANTS))
+    parser.add_argument("variant", help=" | ".join([UNTRAINED, *(v.name for v in variants.TABLE)])
+                        + " (a variant's pre-trained model: <variant>_pre; a dose: <set>_d<size>_pre)")
     parser.add_argument("--seed", type=int, help="training seed of the model (not for untrained)")
     args = parser.parse_args(argv)
     params = config.load()

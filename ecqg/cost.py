@@ -1,0 +1,528 @@
+"""What a profile's DAG costs on GPUs: ``python -m ecqg.cost --profile paper --gpus 1 8 [--write-doc]``.
+
+Why: the GPU-hours of docs/paper_profile.md were a hand count (issue 48, item 4) that missed stages and priced the
+benchmark's conditions rather than the profile's. Here every figure is a measured rate (``bench/results/*.json``)
+times a counted amount of work: the stages of dvc.yaml expanded for the profile's params
+(:func:`ecqg.dvc_stages.expanded_stages`), the sizes in those params, and the sizes of the files they name (or
+``--passages`` / ``--train-examples``). The corrections from the benchmark's conditions to the profile's are applied
+and printed with the table; GPU work no benchmark measured is listed, not guessed, so the totals are lower bounds.
+
+Size: one module over 400 lines because about a third of it is the printed account of where each count and rate
+comes from; the pieces (counting, rates, rendering) are one idea, a priced DAG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import textwrap
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ecqg import config, variants
+from ecqg.dvc_stages import declared_paths, expanded_stages
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+DOC = ROOT / "docs" / "paper_profile.md"
+START, END = "<!-- cost:start -->", "<!-- cost:end -->"
+ENCODING_FILE = "gpu_feeding_h100_2026-11-27.json"                # the final encoding loop (bench/results/README.md)
+CHECK_FILES = ("gpu_check_h100_2026-11-27_all_sections.json",      # two runs of every other section: their range
+               "gpu_check_h100_2026-11-27_one_tokenizer_thread.json")
+# Sizes of DPR's published files, so a profile naming them needs no --passages / --train-examples.
+CORPORA = {"psgs_w100.tsv": 21_015_324}          # passages of DPR's Wikipedia split
+TRAIN_SETS = {"nq-train.json": 58_880}           # NQ train records with a positive: what the paper fine-tunes on
+# Issue 48's audit of the benchmark against params/paper.yaml.
+PASSAGE_TOKENS = {"psgs_w100.tsv": 142.5}        # mean WordPiece tokens per passage
+HARD_NEGATIVE_TOKENS = 1.7                       # tokens per pre-training example with one hard negative / with none
+# MFU = 6 x parameters x tokens/s / peak.
+BERT_BASE_PARAMS = 110e6
+H100_BF16_FLOPS = 989e12                         # dense bf16 peak of an H100 SXM
+QUERY_TOKENS = 32                                # assumed tokens per question
+UNITS = {"encoding": "passages", "finetune": "examples", "pretrain": "examples", "sampling": "questions",
+         "reader": "questions"}
+ROWS = {"corpus encoding (retrieve_*)": "encoding", "fine-tuning (finetune_*)": "finetune",
+        "pre-training (pretrain_*)": "pretrain", "question sampling (02, tempqg)": "sampling",
+        "round-trip reader (03, tempqg)": "reader", "hardness encoding (03, tempqg)": "encoding"}
+ENC, FT, PT, SAMPLE, READ, HARD = ROWS
+CPU_STAGES = ("input_", "prepare", "index_", "tokenize_corpus", "retrieve@", "training_data", "mixing",
+              "pseudo_queries", "hybrid@", "report")
+UNMEASURED_STAGES = ("attention_bias", "results", "mechanism")        # see unmeasured()
+PAPER_VARIANTS = ("baseline", "uncon", "mixed")
+PAPER_DATA_STAGES = ("attention_bias", "question_generation", "filtering", "mixing", "results")   # 01-04, 06
+_VARIANT = re.compile(r"-p variant (\S+)")
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A throughput on one GPU (the range of the runs), where it was read (``files``, ``field``), and the factor
+    that carries it to the profile's conditions."""
+
+    key: str
+    low: float
+    high: float
+    files: tuple[str, ...]
+    field: str
+    factor: float = 1.0
+
+    @property
+    def corrected(self) -> tuple[float, float]:
+        return self.low * self.factor, self.high * self.factor
+
+
+@dataclass(frozen=True)
+class Work:
+    """One stage's GPU work at one rate: ``count`` units (``label`` names them in the table, ``how`` says how they
+    were counted); ``splits``: spread over the ``processes: N`` workers (else one process)."""
+
+    stage: str
+    row: str
+    count: float
+    how: str
+    label: str = ""
+    splits: bool = True
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What params cannot say: the corpus's passages and their mean tokens, the gold training records."""
+
+    corpus: str
+    passages: int
+    train_examples: int
+    passage_tokens: float | None = None      # None: the benchmark's own passages (the bundle's)
+
+
+@dataclass
+class Model:
+    profile: str
+    params: dict
+    dag: dict[str, dict]
+    sizes: Sizes
+    rates: dict[str, Rate]
+    corrections: list[str]
+    works: dict[str, list[Work]] = field(default_factory=dict)
+
+    def hours(self, work: Work) -> tuple[float, float]:
+        """GPU-hours on one GPU: count / corrected rate (the fewer hours from the higher rate)."""
+        low, high = self.rates[ROWS[work.row]].corrected
+        return work.count / high / 3600, work.count / low / 3600
+
+    def wall(self, work: Work, gpus: int) -> tuple[float, float]:
+        lo, hi = self.hours(work)
+        return (lo / gpus, hi / gpus) if work.splits else (lo, hi)
+
+    def stage_hours(self, name: str) -> tuple[float, float]:
+        return _sum(self.hours(w) for w in self.works[name])
+
+
+def _sum(pairs) -> tuple[float, float]:
+    pairs = list(pairs)
+    return sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+
+
+# ------------------------------------------------------------------------------------------------ rates
+def read_result(name: str) -> dict:
+    """One benchmark file; a missing one is named, with the command that writes it."""
+    path = RESULTS / name
+    if not path.is_file():
+        raise FileNotFoundError(f"rate file {path} is missing: ecqg.cost reads its measured rates there (written by "
+                                f"`python bench/gpu_check.py --out bench/results/{name}` on a GPU)")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _finetune_run(run: dict, name: str, chunk) -> dict:
+    """The fine-tuning measurement at the profile's GradCache chunk (the benchmark ran with and without)."""
+    for entry in run["finetune"]:
+        if entry.get("grad_cache_chunk_size") == chunk and "examples_per_s" in entry:
+            return entry
+    raise ValueError(f"{RESULTS / name}: no fine-tuning rate at grad_cache_chunk_size {chunk}; measured at "
+                     f"{[e.get('grad_cache_chunk_size') for e in run['finetune']]}")
+
+
+def rates(params: Mapping, sizes: Sizes) -> tuple[dict[str, Rate], list[str]]:
+    """The five rates, corrected to the profile, and the corrections in words."""
+    feeding, runs, dpr = read_result(ENCODING_FILE), [read_result(n) for n in CHECK_FILES], params["dpr"]
+    bench_tokens = feeding["encoding"]["mean_tokens"]
+    tokens = sizes.passage_tokens or bench_tokens
+    longer = bench_tokens / tokens
+    fine = [_finetune_run(r, n, dpr["finetune"]["grad_cache_chunk_size"]) for r, n in zip(runs, CHECK_FILES)]
+    pre = [r["pretrain"] for r in runs]
+    negatives = dpr["pretrain"]["hard_negatives"] >= 1 and max(p["hard_negatives"] for p in pre) == 0
+
+    def span(key, values, where, factor=1.0, files=CHECK_FILES):
+        return Rate(key, min(values), max(values), files, where, factor)
+
+    chunk = json.dumps(dpr["finetune"]["grad_cache_chunk_size"])
+    out = {"encoding": span("encoding", [feeding["encoding"]["steady_passages_per_s"]],
+                            "encoding.steady_passages_per_s", longer, (ENCODING_FILE,)),
+           "finetune": span("finetune", [f["examples_per_s"] for f in fine],
+                            f"finetune[grad_cache_chunk_size {chunk}].examples_per_s", longer),
+           "pretrain": span("pretrain", [p["examples_per_s"] for p in pre], "pretrain.examples_per_s",
+                            longer / (HARD_NEGATIVE_TOKENS if negatives else 1.0)),
+           "sampling": span("sampling", [r["sampling"]["questions_per_s"] for r in runs], "sampling.questions_per_s"),
+           "reader": span("reader", [r["reader"]["questions_per_s"] for r in runs], "reader.questions_per_s",
+                          longer)}
+    new_tokens = {r["sampling"]["max_new_tokens"] for r in runs}
+    notes = [f"**passage length**: the benchmark's passages average {bench_tokens} WordPiece tokens (`mean_tokens`, "
+             f"`{ENCODING_FILE}`), `{sizes.corpus}`'s {tokens} "
+             f"({'issue 48 audit' if sizes.passage_tokens else 'the benchmark read this corpus'}): the "
+             f"passage-bound rates (encoding, training, reader) x {longer:.3f}. Sampling is not scaled: its time is "
+             f"the decoder's steps, not the passage's one encoder pass (nor credited for the profile's "
+             f"{params['qg']['generate']['max_new_tokens']} new tokens against the benchmark's {max(new_tokens)})"]
+    if negatives:
+        notes.append(f"**pre-training hard negative**: the benchmark pre-trained without one (`hard_negatives: 0`), "
+                     f"`dpr.pretrain.hard_negatives` is {dpr['pretrain']['hard_negatives']}: the rate / "
+                     f"{HARD_NEGATIVE_TOKENS} (tokens per example, issue 48 audit)")
+    notes.append("**one pass per set**: a pre-training on several sets (`poly_rsm_tempqg`: RSM, then TempQG) runs "
+                 "`dpr.pretrain.epochs` over each; Poly-DPR trains and encodes at DPR's rates (one bert-base "
+                 "forward per text; its passage vectors come from that pass)")
+    notes.append(f"**TempQG** samples `tempqg.samples` ({params['tempqg']['samples']}) questions per UnCon passage, "
+                 "and reads and hardness-scores them as stage 03 does")
+    for phase, got in (("finetune", fine[0]), ("pretrain", pre[0])):
+        want = {k: dpr[phase][k] for k in ("batch_size", "grad_cache_chunk_size")}
+        have = {"batch_size": got["batch"], "grad_cache_chunk_size": got["grad_cache_chunk_size"]}
+        if want != have:
+            notes.append(f"not corrected: `dpr.{phase}` trains with {want}, the benchmark measured {have}")
+    return out, notes
+
+
+# ------------------------------------------------------------------------------------------------ counts
+def sizes(params: Mapping, passages: int | None = None, train_examples: int | None = None,
+          passage_tokens: float | None = None) -> Sizes:
+    """The profile's corpus and training-set sizes: given, else known from the file names its params give."""
+    corpus, gold = Path(params["data"]["corpus"]).name, Path(params["data"]["train_gold"]).name
+    passages, train_examples = passages or CORPORA.get(corpus), train_examples or TRAIN_SETS.get(gold)
+    if passages is None or train_examples is None:
+        raise ValueError(f"give --passages (corpus `{corpus}`) and --train-examples (gold records, `{gold}`): "
+                         f"sizes are known only for {sorted(CORPORA)} and {sorted(TRAIN_SETS)}")
+    limit = params["data"].get("max_corpus_passages") or passages
+    return Sizes(corpus, min(passages, limit), train_examples, passage_tokens or PASSAGE_TOKENS.get(corpus))
+
+
+def stage1_yield(params: Mapping) -> float:
+    """The share of parsed questions stage 03's first filter keeps (params' measured ``yields``)."""
+    y = params["yields"]
+    return {"roundtrip": y["roundtrip"], "answer_in_passage": y["answer_in_passage"],
+            "none": 1.0}[params["filtering"]["stage1"]]
+
+
+def set_size(name: str, params: Mapping) -> float:
+    """Questions in a pre-training set: a dose's size, else ``mixing.total`` (UnCon, Mixed; ETM / RSM have one per
+    UnCon entry, TempQG at most one), capped by the expected pools unless ``mixing.require_total`` holds."""
+    base, _, size = name.rpartition("_d")
+    if base in variants.DOSED_SETS and size.isdigit():
+        return int(size)
+    total = params["mixing"]["total"]
+    if params["mixing"]["require_total"]:
+        return total
+    pools = config.expected_pools(config._flatten(dict(params)))
+    uncon = min(total, pools["uncon"])
+    return 2 * min(total / 2, pools["con"], uncon / 2) if name == "mixed" else uncon
+
+
+def _epochs(records: float, settings: Mapping) -> tuple[float, str]:
+    """Examples one training phase runs through: epochs x (records - held out), capped by ``max_steps``."""
+    held = settings["heldout"]
+    held = round(held * records) if isinstance(held, float) else held
+    n = settings["epochs"] * (records - held)
+    text = f"{settings['epochs']} epochs x ({records:,.0f} - {held:,} held out)"
+    if settings.get("max_steps"):
+        n = min(n, settings["max_steps"] * settings["batch_size"])
+        text += f", at most {settings['max_steps']:,} steps x {settings['batch_size']}"
+    return n, text
+
+
+def sampled(params: Mapping) -> dict[str, tuple[float, str, str]]:
+    """(questions, label, how) stage 02 samples per input kind: the factors of :func:`ecqg.config.expected_pools`
+    before the yields, and Table 1's probe (highest and lowest entity of each conditioning passage)."""
+    a, g, y = params["attention"], params["qg"]["generate"], params["yields"]
+    passages = a["condition_passages"] or a["sample_passages"]
+    rows = passages * y["entity_passages"]
+    probes = min(a["probe_passages"] or rows, rows)
+    return {"uncon": (g["uncon_passages"] * g["samples"], "02 UnCon",
+                      f"{g['uncon_passages']:,} passages x {g['samples']} samples"),
+            "con": (rows * a["lowest_entities"] * g["samples"], "02 conditioned",
+                    f"{passages:,} passages x {y['entity_passages']} with {a['min_entities']}+ entities x "
+                    f"{a['lowest_entities']} entities x {g['samples']} samples"),
+            "probe": (probes * 2 * g["samples"], "02 probe",
+                      f"{probes:,.0f} passages x 2 entities (highest, lowest) x {g['samples']} samples")}
+
+
+def _filtered(stage: str, label: str, how: str, parsed: float, questions: float, params: Mapping,
+              hardness: bool = True) -> list[Work]:
+    """Stage 03's work on sampled questions: the reader over the parsed ones; the baseline DPR's hardness score for
+    the first filter's survivors (one passage each: an upper bound on the distinct ones; the short questions not
+    counted; in one process)."""
+    read, kept = questions * parsed, stage1_yield(params)
+    return [Work(stage, READ, read, f"{how} x {parsed} parsed", label)] + [
+        Work(stage, HARD, read * kept, f"{how} x {parsed} parsed x {kept} kept by {params['filtering']['stage1']}",
+             label, splits=False)] * hardness
+
+
+def stage_work(name: str, stage: Mapping, params: Mapping, sizes: Sizes) -> list[Work]:
+    """The GPU work of one expanded stage; a stage no rule knows is an error (a new stage must be costed)."""
+    base, y = name.partition("@")[0], params["yields"]
+    if base.startswith("retrieve_"):
+        return [Work(name, ENC, sizes.passages, f"`{sizes.corpus}` once per stage")]
+    if base.startswith("finetune_"):
+        limit = params["dpr"]["finetune"]["max_examples"] or sizes.train_examples
+        n, text = _epochs(min(sizes.train_examples, limit), params["dpr"]["finetune"])
+        return [Work(name, FT, n, f"{text} per stage")]
+    if base.startswith("pretrain_"):
+        sets = variants.get(_VARIANT.search(stage["cmd"]).group(1)).pretrain
+        return [Work(name, PT, n, f"{text} per pass, one pass per set of the stage (`mixing.total`, or the dose)")
+                for n, text in (_epochs(set_size(s, params), params["dpr"]["pretrain"]) for s in sets)]
+    if base == "question_generation":
+        return [Work(name, SAMPLE, n, how, label) for n, label, how in sampled(params).values()]
+    if base == "filtering":
+        parsed = {"uncon": y["parsed_uncon"], "con": y["parsed_con"], "probe": y["parsed_con"]}
+        return [w for kind, (n, label, how) in sampled(params).items()     # Table 1's probes skip stage 2
+                for w in _filtered(name, label, how, parsed[kind], n, params, hardness=kind != "probe")]
+    if base == "tempqg":
+        pool, k = set_size("uncon", params), params["tempqg"]["samples"]
+        how = f"{pool:,.0f} UnCon passages (at most: one per UnCon entry) x {k} samples"
+        out = [Work(name, SAMPLE, pool * k, how, "tempqg")] + _filtered(name, "tempqg", how, y["parsed_uncon"],
+                                                                        pool * k, params)
+        return out if params["filtering"]["stage1"] == "roundtrip" else [w for w in out if w.row != READ]
+    if base in UNMEASURED_STAGES or name.startswith(CPU_STAGES):
+        return []
+    raise ValueError(f"stage {name}: ecqg/cost.py has no cost rule for it; count its GPU work or list it as CPU-only")
+
+
+def unmeasured(params: Mapping) -> list[str]:
+    """GPU work no benchmark measured: left out of the totals, named with its size."""
+    a, t = params["attention"], params["tempqg"]
+    return [f"`attention_bias` (01): bert-base forwards returning every layer's attention over "
+            f"{a['sample_passages'] + (a['condition_passages'] or 0):,} passages",
+            f"`question_generation` (02): fine-tuning two BART-large generators, {params['qg']['train']['epochs']} "
+            f"epochs each" + ("; 03: training the reader" if params["mrc"]["train_model"] else ""),
+            f"`tempqg`: its Poly-DPR template selector ({t['selector']['train']['epochs']} epochs) and generator "
+            f"({t['train']['epochs']} epoch)",
+            "`results` (06), `mechanism` (07): attention, probes, Poly-DPR codes",
+            "every `retrieve_*`: the test questions' encoding and FAISS (IVF-PQ training, adding, search); every "
+            "training: its validation encodings every `eval_every` steps"]
+
+
+# ------------------------------------------------------------------------------------------------ the DAG
+def build(profile: str, passages: int | None = None, train_examples: int | None = None,
+          passage_tokens: float | None = None) -> Model:
+    """The cost model of ``profile``: its expanded stages, sizes, rates and every stage's work."""
+    params = config.preset(profile)
+    dag = dict(expanded_stages(yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8")), params))
+    size = sizes(params, passages, train_examples, passage_tokens)
+    model = Model(profile, params, dag, size, *rates(params, size))
+    model.works = {name: stage_work(name, stage, params, size) for name, stage in dag.items()}
+    return model
+
+
+def upstream(dag: Mapping[str, Mapping]) -> dict[str, set[str]]:
+    """Each stage's direct predecessors: the stages whose outputs hold (or are) one of its deps."""
+    outs = [(path, name) for name, stage in dag.items() for key in ("outs", "metrics", "plots")
+            for path in declared_paths(stage, key)]
+    return {name: {other for dep in declared_paths(stage, "deps") for path, other in outs
+                   if other != name and (dep == path or dep.startswith(path + "/") or path.startswith(dep + "/"))}
+            for name, stage in dag.items()}
+
+
+def three_systems(model: Model) -> list[str]:
+    """The stages the paper's DPR, UnCon-DPR and Mixed-DPR need: their pre-training, fine-tuning and search, stages
+    01-04 and 06, and what those read upstream (06's own inputs not followed: it reads every system's runs)."""
+    wanted = [variants.stage_name(phase, v, seed) for v in PAPER_VARIANTS for seed in variants.seeds(v, model.params)
+              for phase in (("pretrain",) if variants.get(v).pretrained else ()) + ("finetune", "retrieve")]
+    wanted += PAPER_DATA_STAGES
+    before, keep, todo = upstream(model.dag), set(wanted), [w for w in wanted if w != "results"]
+    while todo:
+        for prior in before[todo.pop()] - keep:
+            keep.add(prior)
+            todo.append(prior)
+    return [name for name in model.dag if name in keep]
+
+
+def critical_path(model: Model, names: Sequence[str], end: int) -> float:
+    """The longest chain of dependent stages, each on one GPU (``end`` 0: the low hours, 1: the high)."""
+    before, done = upstream({n: model.dag[n] for n in names}), {}
+
+    def finish(name: str) -> float:
+        if name not in done:
+            done[name] = model.stage_hours(name)[end] + max((finish(p) for p in before[name]), default=0.0)
+        return done[name]
+    return max((finish(n) for n in names), default=0.0)
+
+
+# ------------------------------------------------------------------------------------------------ rendering
+def md_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> str:
+    """A markdown table (ecqg.report.format's, without importing the report package, which imports torch)."""
+    rule = ["---:" if a == "r" else "---" for a in align]
+    return "\n".join("| " + " | ".join(map(str, r)) + " |" for r in [header, rule, *rows]) + "\n"
+
+
+def _span(lo: float, hi: float, digits: int = 1) -> str:
+    a, b = f"{lo:,.{digits}f}", f"{hi:,.{digits}f}"
+    return a if a == b else f"{a}-{b}"
+
+
+def _gpus(n: int) -> str:
+    return f"{n} GPU{'s' if n > 1 else ''}"
+
+
+def _rate_text(rate: Rate) -> str:
+    measured, unit = _span(rate.low, rate.high), f"{UNITS[rate.key]}/s"
+    return f"{measured} {unit}" if rate.factor == 1.0 else (
+        f"{measured} x {rate.factor:.3f} = {_span(*rate.corrected, 0)} {unit}")
+
+
+def _work_text(works: Sequence[Work], unit: str) -> str:
+    """``17 x 21,015,324 = ...`` or ``02 UnCon 5,000,000 + ... = ...``."""
+    parts = [" ".join(p for p in (label, f"{k} x" if k > 1 else "", f"{count:,.0f}") if p)
+             for (label, count), k in Counter((w.label, w.count) for w in works).items()]
+    total = f"{sum(w.count for w in works):,.0f} {unit}"
+    return total if len(works) == 1 else f"{' + '.join(parts)} = {total}"
+
+
+def table(model: Model, names: Sequence[str], gpus: Sequence[int]) -> str:
+    """GPU-hours and wall-clock hours (stages one after another) per stage kind, over the stages ``names``."""
+    works = [w for n in names for w in model.works[n]]
+    rows, total = [], [(0.0, 0.0)] * (1 + len(gpus))
+    for row, key in ROWS.items():
+        mine = [w for w in works if w.row == row]
+        if mine:
+            figures = [_sum(model.hours(w) for w in mine)] + [_sum(model.wall(w, n) for w in mine) for n in gpus]
+            total = [(a[0] + b[0], a[1] + b[1]) for a, b in zip(total, figures)]
+            rows.append([row, len({w.stage for w in mine}), _work_text(mine, UNITS[key]),
+                         _rate_text(model.rates[key])] + [_span(*f) for f in figures])
+    rows.append(["**total**", len({w.stage for w in works}), "", ""] + [f"**{_span(*f)}**" for f in total])
+    header = ["stage kind", "stages", "work", "rate on one H100, corrected", "GPU-hours"] + [
+        f"wall h, {_gpus(n)}" for n in gpus]
+    return md_table(header, rows, "lrlr" + "r" * (1 + len(gpus)))
+
+
+def concurrent(model: Model, names: Sequence[str], gpus: Sequence[int]) -> str:
+    """The lower bound when independent stages run side by side, one GPU each, none split."""
+    path, total = [critical_path(model, names, end) for end in (0, 1)], _sum(model.stage_hours(n) for n in names)
+    bounds = [f"{_span(*(max(p, t / n) for p, t in zip(path, total)))} h on {_gpus(n)}" for n in gpus]
+    return (f"Run side by side instead, independent stages one GPU each and none split (no scaling assumed), they "
+            f"would take at least {', '.join(bounds)}: the longest chain of dvc.yaml's deps ({_span(*path)} h) or "
+            "the GPU-hours / N, whichever is longer.")
+
+
+def counts(model: Model) -> list[str]:
+    """How each row's work was counted: the table's counts as formulas."""
+    out = []
+    for row in ROWS:
+        hows = dict.fromkeys(f"{w.label}: {w.how}" if w.label else w.how
+                             for ws in model.works.values() for w in ws if w.row == row)
+        out += [f"{row}: {'; '.join(hows)}"] if hows else []
+    return out
+
+
+def mfu(model: Model) -> str:
+    """Model FLOPs utilisation of training, at the measured rates and at the corrected ones."""
+    bench, run = read_result(ENCODING_FILE)["encoding"]["mean_tokens"], read_result(CHECK_FILES[0])
+    parts = []
+    for key, label, measured_hn in (("finetune", "fine-tuning", run["finetune"][0]["hard_negatives"]),
+                                    ("pretrain", "pre-training", run["pretrain"]["hard_negatives"])):
+        r, hn = model.rates[key], model.params["dpr"][key]["hard_negatives"]
+        measured = QUERY_TOKENS + (1 + measured_hn) * bench
+        profile = QUERY_TOKENS + (1 + hn) * (model.sizes.passage_tokens or bench)
+        share = [6 * BERT_BASE_PARAMS * x * t / H100_BF16_FLOPS * 100 for x, t in (
+            (r.low, measured), (r.high, measured), (r.corrected[0], profile), (r.corrected[1], profile))]
+        parts.append(f"{label} {_span(*share[:2])}% as measured ({measured:.0f} tokens per example), "
+                     f"{_span(*share[2:])}% at the corrected rate ({profile:.0f} tokens)")
+    return (f"**MFU** of training, 6 x {BERT_BASE_PARAMS / 1e6:.0f}M parameters (bert-base; each token goes through "
+            f"one of the two towers) x tokens/s over {H100_BF16_FLOPS / 1e12:.0f} TFLOP/s (an H100's dense bf16 "
+            f"peak), with {QUERY_TOKENS} tokens per question (assumed) + (1 + hard negatives) x the passage's tokens "
+            f"per example, padding and GradCache's second forward not counted: {'; '.join(parts)}.")
+
+
+def render(model: Model, gpus: Sequence[int]) -> str:
+    """The markdown block: the DAG's table, the three systems' table, counts, sources, corrections, what is left
+    out, MFU."""
+    p, names, paper = model.params, list(model.dag), three_systems(model)
+    command = f"python -m ecqg.cost --profile {model.profile} --gpus {' '.join(map(str, gpus))}"
+    sources: dict[tuple[str, ...], list[str]] = {}
+    for r in model.rates.values():
+        sources.setdefault(r.files, []).append(f"`{r.field}`")
+    lines = [
+        f"**GPU-hours**, generated by `{command} --write-doc` (`tests/test_cost.py` fails when this block differs "
+        f"from what `{command}` prints): each figure is a measured rate times a count. Counts: the "
+        f"{len(names)} stages of `dvc.yaml` expanded for `params/{model.profile}.yaml` (training seeds "
+        f"{p['dpr']['seeds']}), its sizes, {model.sizes.passages:,} passages (`{model.sizes.corpus}`) and "
+        f"{model.sizes.train_examples:,} gold training records (`{Path(p['data']['train_gold']).name}`). Rates: "
+        "one H100 80GB, 27 Nov 2026, random-weight models of the paper's sizes (`bench/results/README.md`), the "
+        "range of the runs, corrected to the profile as listed below.", "",
+        "**The whole DAG**", "", table(model, names, gpus), "",
+        "`dvc repro` runs the stages one after another: a wall column adds up each stage's time, its GPU-hours / N "
+        "on N GPUs where its work splits over `processes: N` (corpus encoding, sampling, the reader, and training, "
+        "whose N processes gather their in-batch negatives; near-linear scaling assumed, not measured), its "
+        "GPU-hours where it does not (03's hardness encoding, in one process). " + concurrent(model, names, gpus), "",
+        f"**The paper's three systems** (DPR, UnCon-DPR, Mixed-DPR): a subset of the DAG above, {len(paper)} of its "
+        f"{len(names)} stages, filtered from it: their pre-training, fine-tuning and search, stages 01-04 and 06, "
+        "and the stages those read (the pre-training-only searches left out). No preset runs only these yet.", "",
+        table(model, paper, gpus), "", concurrent(model, paper, gpus), "", "**Counts**:", ""]
+    lines += [f"- {c}" for c in counts(model)]
+    lines += ["", "**Rates** read: " + "; ".join(f"{', '.join(fields)} from {' and '.join(f'`{f}`' for f in files)}"
+                                                 for files, fields in sources.items()) + ".", "",
+              "**Corrections** to the benchmark's conditions:", ""]
+    lines += [f"- {note}" for note in model.corrections]
+    lines += ["", "**Left out** of the totals, as no benchmark measured it, so the totals are lower bounds:", ""]
+    lines += [f"- {item}" for item in unmeasured(p)] + ["", mfu(model)]
+    return "\n".join(_wrap(line) for block in lines for line in block.rstrip("\n").split("\n")) + "\n"
+
+
+def _wrap(line: str) -> str:
+    """Prose at the docs' 120 columns (a list item's continuation indented); table rows as they are."""
+    if line.startswith("|") or not line:
+        return line
+    return textwrap.fill(line, 120, subsequent_indent="  " if line.startswith("- ") else "",
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def write_doc(block: str, doc: Path = DOC) -> None:
+    """Replace the block between the cost markers of ``doc``."""
+    head, start, rest = doc.read_text(encoding="utf-8").partition(START)
+    _, end, tail = rest.partition(END)
+    if not (start and end):
+        raise ValueError(f"{doc}: no {START} ... {END} markers to write the cost table between")
+    doc.write_text(f"{head}{START}\n{block}{END}{tail}", encoding="utf-8")
+
+
+def doc_block(doc: Path = DOC) -> str:
+    """The block between the cost markers of ``doc`` (what :func:`write_doc` wrote)."""
+    return doc.read_text(encoding="utf-8").partition(START)[2].partition(END)[0].removeprefix("\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ecqg.cost", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--profile", default="paper", choices=config.PROFILES)
+    parser.add_argument("--gpus", type=int, nargs="+", default=[1, 8], help="wall-clock hours on these GPU counts")
+    parser.add_argument("--passages", type=int, help="corpus passages (known for psgs_w100.tsv)")
+    parser.add_argument("--train-examples", type=int, help="gold training records (known for nq-train.json)")
+    parser.add_argument("--passage-tokens", type=float, help="mean WordPiece tokens per passage of the corpus")
+    parser.add_argument("--by-stage", action="store_true", help="also list every stage's GPU-hours")
+    parser.add_argument("--write-doc", action="store_true", help=f"replace the table in {DOC.relative_to(ROOT)}")
+    args = parser.parse_args(argv)
+    try:
+        model = build(args.profile, args.passages, args.train_examples, args.passage_tokens)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    block = render(model, args.gpus)
+    print(block)
+    if args.by_stage:
+        print(md_table(["stage", "GPU-hours"], [[n, _span(*model.stage_hours(n), 2)] for n, w in model.works.items()
+                                                if w], "lr"))
+    if args.write_doc:
+        write_doc(block)
+        print(f"written: {DOC.relative_to(ROOT)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,23 @@
+"""Stage `tokenize_corpus`: the prepared corpus in the base model's word pieces, once for every dense encoding of
+the profile (:mod:`ecqg.retrieval.tokenized_corpus`; ``datasets.map`` over the host's cores, Arrow on disk)."""
+
+from ecqg import config, paths
+from ecqg.stages import timed_stage
+
+
+def main() -> int:
+    from transformers import AutoTokenizer
+
+    from ecqg.models import from_pretrained
+    from ecqg.retrieval.tokenized_corpus import tokenize_corpus
+
+    params = config.load()
+    with timed_stage("tokenize_corpus", params) as figures:
+        tokenizer = from_pretrained(AutoTokenizer, params["dpr"]["base_model"])
+        figures.update(tokenize_corpus(paths.CORPUS, tokenizer, params["dpr"]["passage_max_length"],
+                                       paths.TOKENIZED_CORPUS))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
