@@ -162,6 +162,8 @@ def paper_tiny_params(repo: Path, files: dict[str, Path], models: dict[str, Path
     params["qg"]["generate"].update(batch_size=16, top_k=100, top_p=1.0, uncon_passages=120)  # a tiny generator
                                                                    # repeats itself: wider sampling, more passages
     params["qg"]["source_max_length"] = 96
+    params["mixing"]["doses"] = []                                 # as params/paper.yaml: smoke's dose of 12 is
+                                                                   # more than the 8 the paper's filters leave here
     params["tempqg"]["samples"] = 64                               # paper's hardness filter halves TempQG's set:
                                                                    # 16 samples left 4 questions on one CPU kind
     params["mrc"]["model"] = str(models["mrc"])

@@ -259,7 +259,9 @@ def test_smoke_dag_end_to_end(tmp_path):
                                                            "dpr_etm_pre", "dpr_rsm_pre", "dpr_tempqg_pre",
                                                            "dpr_baseline", "dpr_uncon", "dpr_mixed", "dpr_etm",
                                                            "dpr_rsm", "dpr_tempqg", "dpr_poly_baseline",
-                                                           "dpr_poly_mixed", "dpr_poly_rsm_tempqg"}
+                                                           "dpr_poly_mixed", "dpr_poly_rsm_tempqg",
+                                                           "dpr_poly_mixed_pre", "dpr_poly_rsm_tempqg_pre",
+                                                           "dpr_uncon_d12_pre", "dpr_mixed_d12_pre"}
     assert mechanism["moved_sentence"]["systems"]["dpr_baseline"]["seeds"] == 2
     # the slices cover the same dense systems as the moved-sentence probe (one list: mechanism.dense_systems)
     assert set(mechanism["moved_sentence"]["systems"]) <= set(mechanism["position"]["accuracy"])

@@ -261,6 +261,12 @@ def attention_systems(params: Mapping) -> list[str]:
     return [v.system for v in variants.trained(params) if v.retriever_kind(params) != "polydpr"]
 
 
+def poly_systems(params: Mapping) -> list[str]:
+    """The fine-tuned Poly-DPR models: probed with their inference score (best code) and whose codes 06 reads
+    (their pre-training-only rows stay Table 3 rows, as DPR's do)."""
+    return [v.system for v in variants.trained(params) if v.retriever_kind(params) == "polydpr"]
+
+
 def seed_systems(params: Mapping) -> list[str]:
     """The paper's variants (DPR, UnCon-DPR, Mixed-DPR, as far as the profile trains them), trained with every seed
     of ``dpr.seeds``: the ones 06 measures replicate by replicate."""
