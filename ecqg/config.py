@@ -13,6 +13,7 @@ import argparse
 import copy
 import math
 import difflib
+import os
 import re
 import shutil
 import sys
@@ -98,7 +99,8 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "data.max_train_triples": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
     "bm25.k1": ((int, float), _nonneg, "a number >= 0"),
     "bm25.b": ((int, float), lambda v: 0 <= v <= 1, "a number in [0, 1]"),
-    "bm25.threads": ((int,), _positive, "an integer > 0"),
+    "bm25.threads": ((int, str), lambda v: v == "auto" or (isinstance(v, int) and v > 0),
+                     "an integer > 0, or auto (the cores this process may run on)"),
     "tfidf.ngram_max": ((int,), lambda v: 1 <= v <= 3, "1, 2 or 3"),
     "tfidf.n_features": ((int,), lambda v: v >= 1024, "an integer >= 1024"),
     "retrieval.depth": ((int,), _positive, "an integer > 0"),
@@ -487,9 +489,23 @@ def _read_yaml(path: Path) -> dict:
 
 
 def load(path: str | Path = PARAMS_FILE) -> dict:
-    """Load and validate a params file (normally ``params.yaml``)."""
+    """Load and validate a params file (normally ``params.yaml``); host-dependent values (``auto``) resolved."""
     path = Path(path)
-    return validate(_read_yaml(path), str(path))
+    return resolve_host(validate(_read_yaml(path), str(path)))
+
+
+def host_cores() -> int:
+    """The cores this process may run on (its affinity mask: a container's or a scheduler's share, not the box's)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def resolve_host(params: dict) -> dict:
+    """``bm25.threads: auto`` -> the host's cores, at load time: params.yaml (and DVC's view of it) stays the same
+    on every machine, while each stage asks Lucene for the threads its host has."""
+    if params.get("bm25", {}).get("threads") == "auto":
+        params = copy.deepcopy(params)
+        params["bm25"]["threads"] = host_cores()
+    return params
 
 
 def deep_merge(base: dict, overlay: dict, where: str = "") -> dict:

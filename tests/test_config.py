@@ -108,6 +108,15 @@ def test_bad_values_are_named(dotted, value, message):
         config.validate(params, "params.yaml")
 
 
+def test_bm25_threads_auto_is_the_hosts_cores_at_load_time(tmp_path):
+    params = _with(config.preset("mini", REPO / "params"), "bm25.threads", "auto")
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    assert config.validate(params, "params.yaml")["bm25"]["threads"] == "auto"      # the file stays host-free
+    assert config.load(path)["bm25"]["threads"] == config.host_cores() >= 1
+    assert config.preset("paper", REPO / "params")["bm25"]["threads"] == "auto"    # no 32 threads on 16 cores
+
+
 def test_unknown_key_suggests_the_right_one():
     params = config.preset("mini", REPO / "params")
     params["bm25"]["k_1"] = 1.2

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,8 +51,9 @@ def tokenize_corpus(corpus: str | Path, tokenizer, max_length: int, out_dir: str
 
     if not progress:
         datasets.disable_progress_bars()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    num_proc = max(1, num_proc or cores)
+    from ecqg.config import host_cores
+
+    num_proc = max(1, num_proc or host_cores())
     keys = list(passage_features(tokenizer, ["t"], ["x"], max_length)[0])
     columns = datasets.Features({"id": datasets.Value("string"), **{
         k: datasets.Sequence(datasets.Value("int32" if k == "input_ids" else "int8"))

@@ -34,8 +34,9 @@ def tokenize_threads() -> int:
     Why: one tokenizer thread gave 2,200 bert-base passages/s on an H100 host while the GPU encodes 7,300
     (``bench/gpu_check.py``, 27 Nov 2026); ``TOKENIZERS_PARALLELISM`` stays false (``ecqg/env.py``) because the
     tokenizer's own threads do not survive the forks of torchrun and DataLoader workers, so the split is ours."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(8, cores // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))) - 1))
+    from ecqg.config import host_cores
+
+    return max(1, min(8, host_cores() // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))) - 1))
 
 
 def tokenizer_fingerprint(tokenizer) -> str:
