@@ -37,7 +37,7 @@ from ecqg.report.format import CLAIM_BLOCK, SYNTHETIC_STAGES, load_metrics, miss
 from ecqg.report.headline import headline, render_comparison
 from ecqg.report.mechanism import render_mechanism
 from ecqg.report.related import render_poly_codes, render_pseudo_sets, render_questions, render_tempqg
-from ecqg.report.staleness import render_staleness
+from ecqg.report.staleness import stale_banner, staleness
 from ecqg.report.sections import (render_attention_bias, render_encoder_comparison, render_generic,
                                   render_settings, render_table3, render_wall_times)
 
@@ -101,9 +101,13 @@ def render_page(metrics_dir: str | Path, declared: set[str] | None = None) -> st
     (:mod:`ecqg.report.staleness`)."""
     metrics_dir = Path(metrics_dir)
     body = render_results(metrics_dir, declared)
+    title = f"# Results of the `{metrics_dir.name}` profile\n"
     if metrics_dir.resolve() == paths.metrics_dir(metrics_dir.name).resolve():
-        body += "\n" + render_staleness(metrics_dir.name)
-    body = body.replace(f"### Profile `{metrics_dir.name}`\n", f"# Results of the `{metrics_dir.name}` profile\n", 1)
+        section, stale = staleness(metrics_dir.name)
+        body += "\n" + section
+        if stale:
+            title += "\n" + stale_banner(stale)
+    body = body.replace(f"### Profile `{metrics_dir.name}`\n", title, 1)
     return re.sub(r"^####", "##", body, flags=re.MULTILINE)
 
 

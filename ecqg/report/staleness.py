@@ -101,8 +101,16 @@ def profile_lock(profile: str, root: str | Path = ".") -> Path | None:
     return root / "dvc.lock" if profile == "mini" and (root / "dvc.lock").is_file() else None
 
 
-def render_staleness(profile: str, root: str | Path = ".") -> str:
-    """The results page's section: the stale stages and what changed, or that none is, or that no lock was kept."""
+def stale_banner(count: int) -> str:
+    """The line at the top of a page whose numbers partly come from earlier code (the section says which)."""
+    return (f"> **{count} stages of this page ran on earlier code** than the repository holds, or have left its DAG: "
+            "their numbers are the earlier code's until `dvc repro` reruns them (see *Stages stale against the "
+            "committed code* at the end).\n")
+
+
+def staleness(profile: str, root: str | Path = ".") -> tuple[str, int | None]:
+    """The results page's section (the stale stages and what changed, or that none is, or that no lock was kept)
+    and the number of stale stages (None when no lock was kept)."""
     from ecqg import config, dvc_stages
 
     root = Path(root)
@@ -111,7 +119,7 @@ def render_staleness(profile: str, root: str | Path = ".") -> str:
     if lock_path is None:
         return head + ("_No `dvc.lock` was kept for this profile, so which of its stages the code has changed under "
                        "since its run cannot be told from the repository: read its numbers as those of the commit "
-                       "its findings name._\n")
+                       "its findings name._\n"), None
     params = config.preset(profile, root / "params")
     lock = yaml.safe_load(lock_path.read_text(encoding="utf-8")) or {}
     dag = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))
@@ -120,10 +128,10 @@ def render_staleness(profile: str, root: str | Path = ".") -> str:
     where = lock_path.relative_to(root).as_posix() if lock_path.is_absolute() else lock_path.as_posix()
     if not stale:
         return head + (f"None: every stage in `{where}` ran on the code, inputs and params the repository holds now "
-                       "(the report stage, which writes this list, aside).\n")
+                       "(the report stage, which writes this list, aside).\n"), 0
     rows = "".join(f"| `{name}` | {', '.join(f'`{c}`' for c in changes[:6])}"
                    f"{f' and {len(changes) - 6} more' if len(changes) > 6 else ''} |\n"
                    for name, changes in sorted(stale.items()))
     return head + (f"{len(stale)} of the stages in `{where}` ran on other code, inputs or params than the repository "
                    "holds now: their numbers below are those of the earlier code until `dvc repro` reruns them.\n\n"
-                   "| stage | what changed since it ran |\n| --- | --- |\n" + rows)
+                   "| stage | what changed since it ran |\n| --- | --- |\n" + rows), len(stale)
