@@ -9,6 +9,7 @@ import csv
 import gzip
 import itertools
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,9 +18,12 @@ import yaml
 from ecqg import config
 from ecqg.data import wiki
 from ecqg.data.records import read_corpus
-from ecqg.errors import ConfigError, DataFormatError
+from ecqg.errors import ConfigError
 from ecqg.io import read_jsonl, read_tsv_rows
 from ecqg.stages import prepare
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_data_loaders import expect_error  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "data"
@@ -50,13 +54,6 @@ def lenient_rows(path: Path) -> list[list[str]]:
         return [row for row in csv.reader(handle, delimiter="\t") if row]
 
 
-def refused(fn, *names: str) -> str:
-    with pytest.raises(DataFormatError) as info:
-        fn()
-    message = str(info.value)
-    for name in names:
-        assert name in message, f"{name!r} not in error message {message!r}"
-    return message
 
 
 # ------------------------------------------------------------------------------------------------ valid files
@@ -96,15 +93,15 @@ def test_an_unclosed_quote_in_psgs_w100_is_refused_not_merged(tmp_path):
     lines[2] = lines[2].replace('dress worn at the 1993 awards"', "dress worn at the 1993 awards")  # line 3
     path.write_text("".join(lines), encoding="utf-8")
     assert len(lenient_rows(path)) == 4                      # before: lines 3 and 4 became one passage, silently
-    message = refused(lambda: list(wiki.read_psgs_w100(path)), str(path), "line 3", "field 'text'", "line 4")
+    message = expect_error(lambda: list(wiki.read_psgs_w100(path)), str(path), "line 3", "field 'text'", "line 4")
     assert "quote" in message
 
     lines = write_psgs(tmp_path / "psgs_w100.tsv").read_text(encoding="utf-8").splitlines(keepends=True)
     lines[-1] = lines[-1].replace('third album"', "third album")          # the last line: open to the end
     path.write_text("".join(lines), encoding="utf-8")
-    refused(lambda: list(wiki.read_psgs_w100(path)), str(path), "line 5", "field 'text'", "end of the file")
+    expect_error(lambda: list(wiki.read_psgs_w100(path)), str(path), "line 5", "field 'text'", "end of the file")
     path.write_text("".join(lines).rstrip("\n"), encoding="utf-8")        # no final newline either
-    refused(lambda: list(wiki.read_psgs_w100(path)), str(path), "line 5", "field 'text'", "end of the file")
+    expect_error(lambda: list(wiki.read_psgs_w100(path)), str(path), "line 5", "field 'text'", "end of the file")
 
 
 def test_an_unclosed_quote_in_a_qas_file_names_the_question(tmp_path):
@@ -112,7 +109,7 @@ def test_an_unclosed_quote_in_a_qas_file_names_the_question(tmp_path):
 
     path = tmp_path / "nq-test.csv"
     path.write_text("q1\t['a']\n\"q2 unclosed\t['b']\nq3\t['c']\n", encoding="utf-8")
-    refused(lambda: list(read_qas(path)), str(path), "line 2", "field 'question'")
+    expect_error(lambda: list(read_qas(path)), str(path), "line 2", "field 'question'")
 
 
 # ------------------------------------------------------------------------------------- `prepare` on fixtures
@@ -158,7 +155,7 @@ def nothing_written(workdir: Path) -> bool:
 def test_prepare_refuses_an_unclosed_quote_and_writes_nothing(stage, tmp_path):
     corpus = write_psgs(tmp_path / "valid.tsv").read_text(encoding="utf-8")
     data = stage(corpus=corpus.replace('1993 awards"', "1993 awards"))
-    refused(prepare.main, data["corpus"], "line 3", "field 'text'")
+    expect_error(prepare.main, data["corpus"], "line 3", "field 'text'")
     assert "outputs" not in data["corpus"] and nothing_written(tmp_path)
 
 
@@ -170,7 +167,7 @@ def test_prepare_refuses_an_unclosed_quote_and_writes_nothing(stage, tmp_path):
 def test_prepare_refuses_a_duplicate_empty_or_spaced_passage_id(stage, tmp_path, bad_id, problem):
     passages = PASSAGES[:2] + [(bad_id, "A third passage", "Third")] + PASSAGES[2:]
     data = stage(corpus=write_psgs(tmp_path / "bad.tsv", passages).read_text(encoding="utf-8"))
-    refused(prepare.main, data["corpus"], "line 4", "field 'id'", problem)
+    expect_error(prepare.main, data["corpus"], "line 4", "field 'id'", problem)
     assert nothing_written(tmp_path)
 
 
@@ -178,7 +175,7 @@ def test_json_collection_ids_are_checked_too(tmp_path):
     path = tmp_path / "wiki18.jsonl"
     path.write_text('{"id": "1", "contents": "T\\nx"}\n{"id": "2", "contents": "T\\ny"}\n'
                     '{"id": "1", "contents": "T\\nz"}\n', encoding="utf-8")
-    refused(lambda: list(read_corpus(path)), str(path), "line 3", "field 'id'", "duplicate")
+    expect_error(lambda: list(read_corpus(path)), str(path), "line 3", "field 'id'", "duplicate")
 
 
 def test_seen_ids_keep_decimal_and_other_ids_apart():
@@ -202,13 +199,13 @@ def test_prepare_refuses_a_training_record_without_a_usable_positive(stage, tmp_
     records = [dpr_record(pid) for pid, _, _ in PASSAGES]
     edit(records[2])
     data = stage(train=records)
-    message = refused(prepare.main, data["train_gold"], "record 3", field)
+    message = expect_error(prepare.main, data["train_gold"], "record 3", field)
     if "passage_id" in field:
         assert "'999'" in message and data["corpus"] in message
     assert nothing_written(tmp_path)
 
 
-def test_positives_outside_the_kept_corpus_are_counted_not_refused(stage, tmp_path):
+def test_positives_outside_the_kept_corpus_are_counted_not_expect_error(stage, tmp_path):
     stage(max_corpus_passages=2)
     assert prepare.main() == 0
     kept = [r["id"] for _, r in read_jsonl(tmp_path / "outputs" / "data" / "corpus.jsonl")]

@@ -1,0 +1,55 @@
+"""bench/scale_rehearsal.py: the paper DAG's host-side steps at 10,000 passages (its 100k and 1M points are bench
+runs), the growth fit and the docs block it writes."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import scale_rehearsal  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_fit_reads_growth_from_the_two_largest_sizes():
+    # fixed cost at the smallest size; then time grows as n^1 and memory by 1 GB per 1M passages
+    points = [{"passages": 1_000, "seconds": 20.0, "peak_rss_gb": 0.5},
+              {"passages": 100_000, "seconds": 100.0, "peak_rss_gb": 1.0},
+              {"passages": 1_000_000, "seconds": 1000.0, "peak_rss_gb": 1.9}]
+    f = scale_rehearsal.fit(points)
+    assert f["exponent"] == 1.0
+    assert f["seconds_21m"] == pytest.approx(1000.0 * 21.015324, rel=1e-4)
+    assert f["bytes_per_passage"] == pytest.approx(1000.0, rel=1e-6)
+    assert f["rss_gb_21m"] == pytest.approx(1.9 + 20.015324, rel=1e-3)
+    assert scale_rehearsal.fit(points[:1])["exponent"] is None
+
+
+def test_write_docs_replaces_its_block_only(tmp_path):
+    doc = tmp_path / "paper_profile.md"
+    doc.write_text("# Paper\n\nbefore\n")
+    result = {"cpu": "cpu", "cores": 2, "date": "2026-12-01", "sizes": [10, 100],
+              "steps": {"prepare": [{"passages": 10, "seconds": 1.0, "peak_rss_gb": 0.1},
+                                    {"passages": 100, "seconds": 10.0, "peak_rss_gb": 0.2}]}}
+    scale_rehearsal.write_docs(result, doc)
+    scale_rehearsal.write_docs(result, doc)                  # a second write replaces, never appends
+    text = doc.read_text()
+    assert text.startswith("# Paper\n\nbefore\n") and text.count(scale_rehearsal.MARKERS[0]) == 1
+    assert "| prepare | 1.0 / 0.10 | 10.0 / 0.20 | 1.00 |" in text
+
+
+@pytest.mark.slow
+def test_rehearsal_at_10k_passages_runs_every_host_step(tmp_path):
+    result = scale_rehearsal.rehearse(REPO / "data", tmp_path, [10_000], progress=lambda line: None)
+    assert result["inputs"]["10000"]["questions_per_set"] == 476        # 1M per set at 21M passages
+    for step in scale_rehearsal.STEPS:
+        (point,) = result["steps"][step]
+        assert point["seconds"] > 0 and 0.01 < point["peak_rss_gb"] < 20, (step, point)
+    work = tmp_path / "n10000"
+    prepared = json.loads((work / "results/paper/stage_prepare.json").read_text())
+    assert prepared["corpus_passages"] == 10_000 and prepared["train_triples"] == scale_rehearsal.TRAIN
+    for name in ("uncon", "mixed"):
+        assert len(json.loads((work / f"outputs/synthetic/{name}.json").read_text())) > 400
+    assert (work / "outputs/pseudo/etm.json").is_file() and (work / "outputs/pseudo/rsm.json").is_file()
+    assert "| tempqg_templates |" in scale_rehearsal.render(result)
