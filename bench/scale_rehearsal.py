@@ -319,14 +319,10 @@ def merge(earlier: dict, later: dict) -> dict:
 
 
 def write_docs(result: dict, doc: Path) -> None:
-    text = doc.read_text(encoding="utf-8")
-    start, end = MARKERS
-    block = f"{start}\n{render(result)}{end}"
-    if start in text and end in text:
-        text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
-    else:
-        text = text.rstrip("\n") + "\n\n## Host side at scale (measured)\n\n" + block + "\n"
-    doc.write_text(text, encoding="utf-8")
+    """The table into ``doc`` between :data:`MARKERS` (docs/paper_profile.md has them), as the cost table is."""
+    from ecqg.cost import write_doc
+
+    write_doc(render(result), doc, MARKERS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -484,13 +484,14 @@ def _wrap(line: str) -> str:
                          break_long_words=False, break_on_hyphens=False)
 
 
-def write_doc(block: str, doc: Path = DOC) -> None:
-    """Replace the block between the cost markers of ``doc``."""
-    head, start, rest = doc.read_text(encoding="utf-8").partition(START)
-    _, end, tail = rest.partition(END)
+def write_doc(block: str, doc: Path = DOC, markers: tuple[str, str] = (START, END)) -> None:
+    """Replace the block between the ``markers`` (the cost table's by default) of ``doc``."""
+    first, last = markers
+    head, start, rest = doc.read_text(encoding="utf-8").partition(first)
+    _, end, tail = rest.partition(last)
     if not (start and end):
-        raise ValueError(f"{doc}: no {START} ... {END} markers to write the cost table between")
-    doc.write_text(f"{head}{START}\n{block}{END}{tail}", encoding="utf-8")
+        raise ValueError(f"{doc}: no {first} ... {last} markers to write the table between")
+    doc.write_text(f"{head}{first}\n{block}{last}{tail}", encoding="utf-8")
 
 
 def doc_block(doc: Path = DOC) -> str:

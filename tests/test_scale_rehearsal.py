@@ -28,7 +28,7 @@ def test_fit_reads_growth_from_the_two_largest_sizes():
 
 def test_write_docs_replaces_its_block_only(tmp_path):
     doc = tmp_path / "paper_profile.md"
-    doc.write_text("# Paper\n\nbefore\n")
+    doc.write_text("# Paper\n\nbefore\n" + "\n".join(scale_rehearsal.MARKERS) + "\nafter\n")
     result = {"cpu": "cpu", "cores": 2, "date": "2026-12-01", "sizes": [10, 100],
               "steps": {"prepare": [{"passages": 10, "seconds": 1.0, "peak_rss_gb": 0.1},
                                     {"passages": 100, "seconds": 10.0, "peak_rss_gb": 0.2}]}}
