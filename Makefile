@@ -28,13 +28,13 @@ $(STAMP): requirements/base.txt requirements/constraints.txt requirements/models
 	$(PY) -m ecqg.doctor
 	@touch $(STAMP)
 
-# Params are checked (values, cross-key rules; then that every input file exists) and dvc.yaml against the code
-# (`python -m ecqg.dag write` regenerates it) before DVC touches any output; afterwards dvc.lock keeps only the
-# entries of the stages the DAG has.
+# Params are checked (values, cross-key rules; then that every input file exists) and dvc.yaml is written for them
+# (the variants params.yaml trains, each stage's code dependencies) before DVC touches any output; afterwards
+# dvc.lock keeps only the entries of the stages the DAG has.
 repro: $(STAMP)
 	$(PY) -m ecqg.config check
 	$(PY) -m ecqg.config inputs
-	$(PY) -m ecqg.dag check
+	$(PY) -m ecqg.dag write
 	$(PY) -m ecqg.dag prune-lock     # before: the report stage lists what dvc.lock holds
 	dvc repro
 
@@ -54,10 +54,12 @@ lab: $(STAMP)
 bench: $(STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
-# make profile P=smoke   (or mini, study, paper): rewrite params.yaml from the preset; DVC reruns what the change
-# touches. Refuses to overwrite hand edits of params.yaml; FORCE=1 overwrites them and keeps them in params.yaml.bak.
+# make profile P=smoke   (or mini, study, paper): rewrite params.yaml from the preset, and dvc.yaml for its variants;
+# DVC reruns what the change touches. Refuses to overwrite hand edits of params.yaml; FORCE=1 overwrites them and
+# keeps them in params.yaml.bak.
 profile: $(STAMP)
 	$(PY) -m ecqg.config use $(P) $(if $(FORCE),--force,)
+	$(PY) -m ecqg.dag write
 
 clean-venv:
 	rm -rf $(VENV)

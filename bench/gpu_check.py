@@ -311,12 +311,14 @@ def reading(s: dict, passages: list[dict]) -> dict:
 
 
 def stage_counts(paper: dict) -> dict[str, int]:
-    """How many corpus encodings, fine-tunings and pre-trainings the paper profile's DAG runs (from dvc.yaml)."""
+    """How many corpus encodings, fine-tunings and pre-trainings the paper profile's DAG runs (the DAG written for
+    its ``dpr.variants``)."""
     import yaml
 
+    from ecqg import dag as dag_writer
     from ecqg.dvc_stages import expanded_stages
 
-    dag = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))
+    dag = yaml.safe_load(dag_writer.render(paper))
     names = [name for name, _ in expanded_stages(dag, paper)]
     return {"encodings": sum(n.startswith(("retrieve_dense", "retrieve_pretrained", "retrieve_untrained",
                                            "retrieve_dose")) for n in names),  # untrained, dense, pre-trained only

@@ -24,10 +24,11 @@ import yaml
 
 from ecqg.device import MIXED_PRECISION, is_valid_setting
 from ecqg.errors import ConfigError
-from ecqg.paths import PSEUDO_KINDS
 from ecqg.retrieval import train_config
 from ecqg.retrieval.choices import INDEX_KINDS, RETRIEVERS
+from ecqg.variants import ALL as VARIANTS_ALL
 from ecqg.variants import TABLE as VARIANT_TABLE
+from ecqg.variants import paper_variants
 
 PARAMS_FILE = Path("params.yaml")
 PRESETS_DIR = Path("params")
@@ -117,6 +118,10 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
                                                              for s in v),
                           "a non-empty list of integers (the related system's training seeds, a leading part of "
                           "dpr.seeds)"),
+    "dpr.variants": ((str, list), lambda v: v == VARIANTS_ALL or (
+        len(set(v)) == len(v) and set(v) <= {x.name for x in VARIANT_TABLE} and set(paper_variants()) <= set(v)),
+        f"'{VARIANTS_ALL}' or a list of distinct dense variants to train ({', '.join(x.name for x in VARIANT_TABLE)}) "
+        f"that has the paper's {', '.join(paper_variants())}"),
     "dpr.query_max_length": ((int,), lambda v: 8 <= v <= 512, "an integer in [8, 512]"),
     "dpr.passage_max_length": ((int,), lambda v: 16 <= v <= 512, "an integer in [16, 512]"),
     # the TrainConfig fields a DPR training block sets: their rules are TrainConfig's own (one schema)
@@ -195,8 +200,6 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
                                                                                            VARIANT_TABLE},
                         f"a non-empty list of distinct trained dense variants "
                         f"({', '.join(x.name for x in VARIANT_TABLE)})"),
-    "pseudo.variants": ((list,), lambda v: len(set(v)) == len(v) and set(v) <= set(PSEUDO_KINDS),
-                        f"a list of distinct generator-free variants to train, of {PSEUDO_KINDS} (may be empty)"),
     "pseudo.m": ((int,), _positive, "an integer > 0 (TF-IDF words per pseudo-query)"),
     "pseudo.m_sweep": ((list,), lambda v: bool(v) and all(isinstance(m, int) and not isinstance(m, bool) and m > 0
                                                           for m in v), "a non-empty list of integers > 0"),
@@ -255,10 +258,10 @@ def _hybrid_depth_within_runs(flat: dict) -> str | None:
 
 
 def _hybrids_trained(flat: dict) -> str | None:
-    untrained = [v for v in flat["hybrid.variants"] if v in PSEUDO_KINDS and v not in flat["pseudo.variants"]]
+    chosen = flat["dpr.variants"]
+    untrained = [v for v in flat["hybrid.variants"] if chosen != VARIANTS_ALL and v not in chosen]
     if untrained:
-        return (f"'hybrid.variants' fuses {untrained}, which 'pseudo.variants' ({flat['pseudo.variants']}) does "
-                "not train")
+        return f"'hybrid.variants' fuses {untrained}, which 'dpr.variants' ({chosen}) does not train"
     return None
 
 

@@ -4,11 +4,13 @@ Why generated: the dense retrievers are one table (:mod:`ecqg.variants`), and ea
 fine-tuning and two retrieval stages whose paths, parameters and dependencies follow from its entry; and every stage
 must depend on every project module it imports (else DVC would call a stale result "up to date"), which only the
 code itself can say. So both are derived here, and ``python -m ecqg.dag check`` (run by ``make test``) fails when
-dvc.yaml is not what this module writes. Seed lists stay DVC ``matrix`` axes over params (``${dpr.seeds}``), so
-``dvc exp run -S 'dpr.seeds=[...]'`` works without rewriting the file.
+dvc.yaml is not what this module writes for params.yaml. Which variants get stages is ``dpr.variants`` (a profile
+may train a subset: the smoke DAG, a three-system paper run), so the file is written for params.yaml's selection:
+``make profile`` and ``make repro`` rewrite it. Seed lists and doses stay DVC ``matrix`` axes over params
+(``${dpr.seeds}``), so ``dvc exp run -S 'dpr.seeds=[...]'`` works without rewriting the file.
 
 Stage names (``ecqg.variants.block``): ``pretrain_<variant>@<seed>`` and ``finetune_<variant>@<seed>``, shared by
-the variants a params list switches on (``finetune_pseudo@etm-2022``); retrieval one block per seed list
+the variants of a group (``finetune_pseudo@etm-2022``); retrieval one block per seed list
 (``retrieve_dense@mixed-2022``, ``retrieve_dense_related@tempqg-2022``; ``retrieve_pretrained@uncon-2022`` for a
 model right after pre-training); the dose curve's ``pretrain_dose@uncon-10000-2022`` / ``retrieve_dose@...``.
 Code dependencies: the import closure of the stage's module or notebook (function-level and relative imports
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,8 +74,7 @@ def _seed_axis(variant: variants.Variant) -> str:
 def _axes(variant: variants.Variant, members: Sequence[variants.Variant], phase: str) -> tuple[dict, str, str]:
     """(matrix, the variant's name in the stage, the seed) of the block running ``phase`` for ``members``."""
     if variants.shares_block(phase, variant):
-        names = ("${" + variant.enabled_by + "}") if variant.enabled_by else [m.name for m in members]
-        return {"variant": names, "seed": _seed_axis(variant)}, "${item.variant}", "${item.seed}"
+        return {"variant": [m.name for m in members], "seed": _seed_axis(variant)}, "${item.variant}", "${item.seed}"
     return {"seed": _seed_axis(variant)}, variant.name, "${item.seed}"
 
 
@@ -158,10 +159,10 @@ def dose_stages() -> list[Stage]:
     ]
 
 
-def dense_stages(table: Sequence[variants.Variant] | None = None) -> list[Stage]:
-    """Every variant's training blocks in table order, then the retrieval blocks (one per seed list), then the
-    dose curve's."""
-    table = variants.TABLE if table is None else table
+def dense_stages(params: Mapping, table: Sequence[variants.Variant] | None = None) -> list[Stage]:
+    """Every trained variant's training blocks in table order, then the retrieval blocks (one per seed list), then
+    the dose curve's."""
+    table = variants.trained(params, variants.TABLE if table is None else table)
     def grouped(phase: str, members: Iterable[variants.Variant]) -> dict[str, list[variants.Variant]]:
         out: dict[str, list[variants.Variant]] = {}
         for v in members:
@@ -275,7 +276,7 @@ def analysis_stages() -> list[Stage]:
                          str(variants.SETS["uncon"].path), str(paths.PSEUDO),
                          f"results/{PROFILE}/stage_pseudo_queries.json", str(paths.QUESTIONS), *CORPUS_AND_POOL],
                         ["evaluation.ks", "evaluation.bootstrap_samples", "evaluation.confidence", "seed", "attention",
-                         "dpr.seeds", "dpr.related_seeds", "hybrid.variants", "pseudo", "polydpr.codes",
+                         "dpr.seeds", "dpr.related_seeds", "dpr.variants", "hybrid.variants", "pseudo", "polydpr.codes",
                          "mixing.doses"],
                         [_nocache(f"results/{PROFILE}/plots/topk")],
                         ["table3.json", "encoder_comparison.json", "poly_codes.json", "finetune_curve.json"],
@@ -283,7 +284,7 @@ def analysis_stages() -> list[Stage]:
     mechanism = _notebook("07", "mechanism", [str(paths.RUNS), str(paths.MODELS), str(paths.QUESTIONS),
                                               str(paths.CORPUS)],
                           ["seed", "evaluation", "retrieval.depth", "dpr.seeds", "dpr.related_seeds",
-                           "hybrid.variants", "pseudo.variants", "mixing.doses", "dpr.model", "dpr.base_model",
+                           "dpr.variants", "hybrid.variants", "mixing.doses", "dpr.model", "dpr.base_model",
                            "dpr.passage_max_length", "dpr.encode", "attention.batch_size"],
                           [_nocache(f"results/{PROFILE}/plots/position_top5.csv")],
                           ["mechanism.json", "mechanism_curve.json"],
@@ -316,10 +317,9 @@ def analysis_stages() -> list[Stage]:
     ]
 
 
-def stages(table: Sequence[variants.Variant] | None = None) -> list[Stage]:
-    """Every stage in pipeline order."""
-    table = variants.TABLE if table is None else table
-    return [*data_stages(), *dense_stages(table), *synthetic_stages(), *analysis_stages()]
+def stages(params: Mapping, table: Sequence[variants.Variant] | None = None) -> list[Stage]:
+    """Every stage in pipeline order, for the variants ``params`` trains."""
+    return [*data_stages(), *dense_stages(params, table), *synthetic_stages(), *analysis_stages()]
 
 
 PLOTS = """plots:
@@ -390,16 +390,19 @@ def render_stage(stage: Stage, root: Path = REPO) -> str:
 
 
 HEADER = """\
-# Generated by `python -m ecqg.dag write` from ecqg/dag.py (the stages) and ecqg/variants.py (the dense retrievers);
-# do not edit by hand: `make test` checks this file is what they write. Each stage's code dependencies are the
-# modules its command imports (a folder: all of that package's modules). docs/design.md, "Pipeline", reads it.
+# Generated by `python -m ecqg.dag write` from ecqg/dag.py (the stages), ecqg/variants.py (the dense retrievers) and
+# params.yaml's dpr.variants; do not edit by hand: `make profile` and `make repro` rewrite it, `make test` checks it.
+# Each stage's code dependencies are the modules its command imports (a folder: all of that package's modules).
+# docs/design.md, "Pipeline", reads it.
 """
 
 
-def render(table: Sequence[variants.Variant] | None = None, root: Path = REPO) -> str:
-    table = variants.TABLE if table is None else table
-    body = "\n".join(render_stage(s, root) for s in stages(table))
-    return f"{HEADER}stages:\n{body}\n\n{PLOTS}"
+def render(params: Mapping, table: Sequence[variants.Variant] | None = None, root: Path = REPO) -> str:
+    body = "\n".join(render_stage(s, root) for s in stages(params, table))
+    chosen = params["dpr"]["variants"]
+    selection = (f"# Variants: dpr.variants is '{chosen}'" if chosen == variants.ALL else
+                 f"# Variants: dpr.variants selects {', '.join(chosen)}") + " (params.yaml).\n"
+    return f"{HEADER}{selection}stages:\n{body}\n\n{PLOTS}"
 
 
 def prune_lock(lock: Path, params_file: Path = Path("params.yaml")) -> list[str]:
@@ -434,28 +437,36 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="write dvc.yaml | check it is current | print it | prune-lock: drop dvc.lock's "
                              "entries of stages the DAG no longer has")
     parser.add_argument("--file", default=str(REPO / DVC_YAML))
+    parser.add_argument("--params", default=None, help="the params file whose dpr.variants the DAG trains "
+                        "(default: params.yaml beside --file)")
     args = parser.parse_args(argv)
     if args.action == "prune-lock":
         gone = prune_lock(Path(args.file).with_name("dvc.lock"))
         print(f"dvc.lock: {len(gone)} entries of stages no longer in the DAG removed" + (
             f" ({', '.join(gone[:5])}{', ...' if len(gone) > 5 else ''})" if gone else ""))
         return 0
-    text = render()
+    from ecqg import config
+
     path = Path(args.file)
+    params = config.load(args.params or path.with_name(str(config.PARAMS_FILE)))
+    text = render(params)
     if args.action == "print":
         sys.stdout.write(text)
         return 0
     if args.action == "check":
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            print(f"{path}: not what `python -m ecqg.dag write` writes (the variant table or a stage's imports "
-                  "changed); run it and commit the file", file=sys.stderr)
+            print(f"{path}: not what `python -m ecqg.dag write` writes (the variant table, params.yaml's "
+                  "dpr.variants or a stage's imports changed); run it and commit the file", file=sys.stderr)
             return 1
         print(f"{path} is up to date ({text.count(chr(10))} lines)")
         return 0
     from ecqg.io import write_text
 
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        print(f"{path} is up to date ({text.count(chr(10))} lines)")
+        return 0
     write_text(path, text)
-    print(f"{path} written ({text.count(chr(10))} lines)")
+    print(f"{path} written ({text.count(chr(10))} lines; dpr.variants: {params['dpr']['variants']})")
     return 0
 
 

@@ -62,7 +62,7 @@ class Variant:
     seeds: str = RELATED
     against: tuple[str, ...] = ()            # trained rows it is compared with (variant names, "bm25")
     pre_against: tuple[str, ...] = ()        # its pre-training-only row against these (variants' pre rows, "untrained")
-    enabled_by: str | None = None            # a params list that must name it for the profile to train it
+    group: str | None = None                 # variants sharing one dvc.yaml block per phase (``finetune_pseudo``)
     note: str = field(default="", compare=False)
 
     @property
@@ -92,10 +92,9 @@ TABLE: tuple[Variant, ...] = (
             pre_against=("uncon", "untrained"),
             note="pre-trained on entity-conditioned + unconditioned questions, half each (stage 04): the paper's"),
     Variant("etm", "ETM-DPR", pretrain=("etm",), against=("baseline",), pre_against=("untrained",),
-            enabled_by="pseudo.variants",
-            note="generator-free pseudo-queries, title + top TF-IDF words (Luo et al. 2022, §5)"),
+            group="pseudo", note="generator-free pseudo-queries, title + top TF-IDF words (Luo et al. 2022, §5)"),
     Variant("rsm", "RSM-DPR", pretrain=("rsm",), against=("baseline",), pre_against=("untrained",),
-            enabled_by="pseudo.variants",
+            group="pseudo",
             note="generator-free pseudo-queries, one sentence reduced to its top TF-IDF words (Luo et al. 2022)"),
     Variant(TEMPQG, "TempQG-DPR", pretrain=(TEMPQG,),
             against=("uncon", "baseline"), pre_against=("uncon", "untrained"),
@@ -172,9 +171,13 @@ def _dotted(params: Mapping, key: str):
     return node
 
 
+ALL = "all"                                  # ``dpr.variants: all``: every entry of the table
+
+
 def enabled(variant: Variant, params: Mapping) -> bool:
-    """Does the profile train ``variant``? (ETM / RSM only where ``pseudo.variants`` names them.)"""
-    return variant.enabled_by is None or variant.name in _dotted(params, variant.enabled_by)
+    """Does the profile train ``variant``? (``dpr.variants`` names it, or is ``all``.)"""
+    chosen = params["dpr"]["variants"]
+    return chosen == ALL or variant.name in chosen
 
 
 def trained(params: Mapping, table: Sequence[Variant] | None = None) -> list[Variant]:
@@ -232,6 +235,12 @@ def pairs(params: Mapping, table: Sequence[Variant] | None = None) -> list[tuple
     return [(a, b) for a, b in dict.fromkeys(out) if a and b]
 
 
+def paper_variants(table: Sequence[Variant] | None = None) -> list[str]:
+    """The paper's own systems (DPR, UnCon-DPR, Mixed-DPR): every profile trains them (``dpr.variants``)."""
+    table = TABLE if table is None else table
+    return [v.name for v in table if v.seeds == PAPER]
+
+
 def paper_pairs(table: Sequence[Variant] | None = None) -> list[tuple[str, str]]:
     """The paper's own orderings: comparisons among the ``paper`` variants (UnCon - DPR, Mixed - UnCon, Mixed -
     DPR)."""
@@ -242,7 +251,7 @@ def paper_pairs(table: Sequence[Variant] | None = None) -> list[tuple[str, str]]
 
 # ----------------------------------------------------------------------------------------------- stage names
 # dvc.yaml's blocks (``python -m ecqg.dag``): a variant's pre-training and fine-tuning have blocks of their own
-# (``pretrain_uncon@2022``, ``finetune_baseline@2022``), except variants a params list switches on, which share one
+# (``pretrain_uncon@2022``, ``finetune_baseline@2022``), except the variants of a group (ETM and RSM), which share one
 # (``finetune_pseudo@etm-2022``); retrieval needs no per-variant settings, so one block serves each seed list
 # (``retrieve_dense@mixed-2022``, ``retrieve_dense_related@tempqg-2022``, ``retrieve_dense_pseudo@etm-2022``, and
 # ``retrieve_pretrained[_related|_pseudo]@...`` for the models right after pre-training); the dose curve has
@@ -251,8 +260,8 @@ RETRIEVAL_PHASES = ("retrieve", "retrieve_pre")
 
 
 def group(variant: Variant) -> str | None:
-    """The shared block of variants a params list switches on (``pseudo`` for ``pseudo.variants``), else None."""
-    return variant.enabled_by.split(".")[0] if variant.enabled_by else None
+    """The block a variant shares with others of its group (``pseudo``: ETM and RSM), else None."""
+    return variant.group
 
 
 def is_dose(variant: Variant) -> bool:

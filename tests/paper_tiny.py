@@ -141,8 +141,9 @@ def write_models(bundle: Path, out: Path) -> dict[str, Path]:
 
 
 def paper_tiny_params(repo: Path, files: dict[str, Path], models: dict[str, Path]) -> dict:
-    """params/paper.yaml with the smoke profile's sizes, the files and models above, and an IVF-PQ index sized for
-    400 passages: the paper's code paths at a size that runs in minutes on a CPU."""
+    """params/paper.yaml with the smoke profile's sizes and variants (``dpr.variants``: every code path, not every
+    variant), the files and models above, and an IVF-PQ index sized for 400 passages: the paper's code paths at a
+    size that runs in minutes on a CPU."""
     presets = repo / "params"
     paper = config.preset("paper", presets)
     smoke = config._read_yaml(presets / "smoke.yaml")

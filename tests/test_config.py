@@ -99,8 +99,10 @@ def _with(params, dotted, value):
     ("dpr.seeds", [], "'dpr.seeds' is []"),
     ("dpr.seeds", [2022, 2022], "'dpr.seeds' is [2022, 2022]"),
     ("dpr.seeds", 2022, "'dpr.seeds' is 2022"),
-    ("pseudo.variants", ["etm", "tfidf"], "'pseudo.variants' is"),
-    ("pseudo.variants", ["rsm", "rsm"], "'pseudo.variants' is"),
+    ("dpr.variants", ["baseline", "uncon", "mixed", "tfidf"], "'dpr.variants' is"),
+    ("dpr.variants", ["baseline", "uncon", "mixed", "rsm", "rsm"], "'dpr.variants' is"),
+    ("dpr.variants", ["baseline", "mixed", "rsm"], "'dpr.variants' is .* that has the paper's baseline, uncon, mixed"),
+    ("dpr.variants", "some", "'dpr.variants' is 'some'"),
 ])
 def test_bad_values_are_named(dotted, value, message):
     params = _with(config.preset("mini", REPO / "params"), dotted, value)
@@ -153,14 +155,13 @@ def test_invalid_yaml_names_the_file(tmp_path):
     ("dpr.index.params", {"nprobe": 8}, r"'dpr.index.params' has \['nprobe'\], which a 'flat' index does not take"),
     ("attention.min_entities", 3, r"'attention.min_entities' \(3\) must exceed 'attention.lowest_entities' \(3\)"),
     ("hybrid.depth", 101, r"'hybrid.depth' \(101\) must not exceed 'retrieval.depth' \(100\)"),
-    ("pseudo.variants", ["rsm"], r"'hybrid.variants' fuses \['etm'\], which 'pseudo.variants' \(\['rsm'\]\) does not"),
+    ("dpr.variants", ["baseline", "uncon", "mixed"],
+     r"'hybrid.variants' fuses \['poly_baseline'\], which 'dpr.variants' \(\['baseline', 'uncon', 'mixed'\]\) does not"),
     ("dpr.related_seeds", [2023], r"'dpr.related_seeds' \(\[2023\]\) must be a leading part of 'dpr.seeds' "
                                   r"\(\[2022\]\)"),
 ])
 def test_cross_key_rules_name_both_keys(dotted, value, message):
     params = _with(config.preset("mini", REPO / "params"), dotted, value)
-    if dotted == "pseudo.variants":
-        params["hybrid"]["variants"] = ["baseline", "etm"]
     with pytest.raises(ConfigError, match=message):
         config.validate(params, "params.yaml")
 

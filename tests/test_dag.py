@@ -56,6 +56,8 @@ SPEC = {
     # more seeds add matrix stages; of the existing ones only the aggregation reruns (not 01 / 03, not seed 1's models)
     "dpr.seeds": {"results", "mechanism", "report"},
     "dpr.related_seeds": {"results", "mechanism", "report"},
+    # a variant more or fewer adds or drops its own stages (dvc.yaml is rewritten); of the rest, the aggregation
+    "dpr.variants": {"results", "mechanism", "report"},
     "evaluation.mechanism.moved_sentence_passages": {"mechanism", "report"},
     "hybrid.rrf_k": {*HYBRIDS, "results", "mechanism", "report"},
     "polydpr.codes": {*POLY, *TEMPQG, "results", "mechanism", "report"},     # TempQG's selector is a Poly-DPR
@@ -126,10 +128,11 @@ def test_every_listed_param_exists_in_its_params_file(graph):
 
 
 def _graph_for(tmp_path, params: dict):
-    import shutil
     import subprocess
 
-    shutil.copy(REPO / "dvc.yaml", tmp_path / "dvc.yaml")
+    from ecqg import dag
+
+    (tmp_path / "dvc.yaml").write_text(dag.render(params), encoding="utf-8")      # as `make repro` writes it
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     with dvc_repo.Repo.init(str(tmp_path)) as repo:
@@ -180,9 +183,32 @@ def test_the_dose_curve_pre_trains_every_seed_at_every_dose(tmp_path):
     assert doses <= {s.name for s in nx.descendants(graph, names["results"])}
 
 
+def test_dpr_variants_selects_the_trained_variants_and_nothing_else_changes(tmp_path):
+    """``dpr.variants: [baseline, uncon, mixed]`` (the paper's three systems): no stage trains or searches with any
+    other variant, no hybrid fuses one; every other stage is the full DAG's, with the same dependencies."""
+    from ecqg import config, dag
+
+    params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
+    params["dpr"]["variants"], params["hybrid"]["variants"] = ["baseline", "uncon", "mixed"], ["baseline", "mixed"]
+    graph, names = _graph_for(tmp_path, params)
+    with dvc_repo.Repo(str(REPO)) as repo:                   # dvc.yaml as committed: dpr.variants is all
+        full = {s.name for s in repo.index.graph.nodes}
+
+    def another_variants(name: str) -> bool:
+        return (name.startswith(("pretrain_", "finetune_", "retrieve_dense", "retrieve_pretrained", "hybrid@"))
+                and any(v in name for v in ("etm", "rsm", "tempqg", "poly_")))
+
+    assert set(names) == {n for n in full if not another_variants(n)}
+    assert replicate("uncon", SEEDS) | replicate("mixed", SEEDS) | replicate("baseline", SEEDS, False) <= set(names)
+    wrong = dict(params, dpr=dict(params["dpr"], variants=["baseline", "mixed"]))
+    with pytest.raises(config.ConfigError, match="'dpr.variants'.*baseline, uncon, mixed"):
+        config.validate(wrong, "params.yaml")
+    assert "# Variants: dpr.variants selects baseline, uncon, mixed" in dag.render(params)
+
+
 def test_the_study_profile_trains_no_etm_rsm_and_fuses_the_two_by_two(tmp_path):
-    """dvc.yaml with ``make profile P=study``'s params: ``pseudo.variants: []`` leaves no ETM / RSM training or
-    retrieval stage; DPR, UnCon-DPR and Mixed-DPR train with every seed, the related system's retrievers with the
+    """dvc.yaml with ``make profile P=study``'s params: ``dpr.variants`` without ETM / RSM leaves no ETM / RSM
+    training or retrieval stage; DPR, UnCon-DPR and Mixed-DPR train with every seed, the related system's retrievers with the
     first, and the 2 x 2 (DPR, Mixed-DPR, Poly-DPR, Mixed Poly-DPR) is fused with BM25 at that seed."""
     from ecqg import config
 

@@ -6,11 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from paper_tiny import paper_tiny_params, write_dpr_files, write_models  # noqa: E402
-from test_pipeline import REPO, _dvc, _repo_copy  # noqa: E402
+from test_pipeline import REPO, _dvc, _repo_copy, _use_profile  # noqa: E402
 
 
 @pytest.mark.slow
@@ -20,9 +19,7 @@ def test_paper_profile_dag_end_to_end(tmp_path):
     files = {k: Path("downloads/data") / v.name for k, v in files.items()}
     models = write_models(REPO / "data", repo / "downloads" / "models")
     models = {k: Path("downloads/models") / v.name for k, v in models.items()}
-    params = paper_tiny_params(repo, files, models)
-    (repo / "params.yaml").write_text("# paper_tiny: params/paper.yaml at test size (tests/paper_tiny.py)\n"
-                                      + yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    _use_profile(repo, params=paper_tiny_params(repo, files, models))     # params.yaml, dvc.yaml for its variants
 
     run = _dvc(["repro"], repo)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-4000:]

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ecqg import variants
 from ecqg.pipeline import results
 
 REPO = Path(__file__).resolve().parents[1]
@@ -21,13 +22,13 @@ def test_curve_of_a_seed_stack_is_the_mean_of_its_seeds_curves():
 
 
 def test_a_profile_without_etm_rsm_drops_only_their_rows():
-    """``pseudo.variants`` decides which ETM / RSM rows 06 / 07 score (the study trains neither); nothing else goes."""
+    """``dpr.variants`` decides which rows 06 / 07 score (the study trains no ETM / RSM); nothing else goes."""
     from ecqg import config
 
     params = config.preset("mini", REPO / "params")
     rows = results.table3_systems(params)
     assert {"dpr_etm", "dpr_etm_pre", "dpr_rsm", "dpr_rsm_pre"} <= set(rows)
-    params["pseudo"]["variants"] = ["rsm"]
+    params["dpr"]["variants"] = [v.name for v in variants.TABLE if v.name != "etm"]
     assert results.table3_systems(params) == [r for r in rows if r not in ("dpr_etm", "dpr_etm_pre")]
     assert not any("etm" in a or "etm" in b for a, b in results.comparison_pairs(params))
     study = config.preset("study", REPO / "params")

@@ -26,7 +26,7 @@ def test_a_toy_variant_is_one_table_entry(with_toy):
     from ecqg.pipeline import dense, results
 
     params = {**with_toy, "dpr": {**with_toy["dpr"], "seeds": [1, 2]}}
-    text = dag.render()
+    text = dag.render(params)
     pre, fine = text.split("\n  pretrain_toy:")[1], text.split("\n  finetune_toy:")[1]
     assert "deps: [notebooks/05_dpr_training.ipynb, outputs/synthetic/uncon.json, outputs/tempqg/tempqg.json," in pre
     assert "polydpr]" in pre and "-p phase pretrain" in pre
