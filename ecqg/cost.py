@@ -54,8 +54,6 @@ ENC, FT, PT, SAMPLE, READ, HARD = ROWS
 CPU_STAGES = ("input_", "prepare", "index_", "tokenize_corpus", "retrieve@", "training_data", "mixing",
               "pseudo_queries", "hybrid@", "report")
 UNMEASURED_STAGES = ("attention_bias", "results", "mechanism")        # see unmeasured()
-PAPER_VARIANTS = ("baseline", "uncon", "mixed")
-PAPER_DATA_STAGES = ("attention_bias", "question_generation", "filtering", "mixing", "results")   # 01-04, 06
 _VARIANT = re.compile(r"-p variant (\S+)")
 
 
@@ -334,18 +332,16 @@ def upstream(dag: Mapping[str, Mapping]) -> dict[str, set[str]]:
             for name, stage in dag.items()}
 
 
-def three_systems(model: Model) -> list[str]:
-    """The stages the paper's DPR, UnCon-DPR and Mixed-DPR need: their pre-training, fine-tuning and search, stages
-    01-04 and 06, and what those read upstream (06's own inputs not followed: it reads every system's runs)."""
-    wanted = [variants.stage_name(phase, v, seed) for v in PAPER_VARIANTS for seed in variants.seeds(v, model.params)
-              for phase in (("pretrain",) if variants.get(v).pretrained else ()) + ("finetune", "retrieve")]
-    wanted += PAPER_DATA_STAGES
-    before, keep, todo = upstream(model.dag), set(wanted), [w for w in wanted if w != "results"]
-    while todo:
-        for prior in before[todo.pop()] - keep:
-            keep.add(prior)
-            todo.append(prior)
-    return [name for name in model.dag if name in keep]
+THREE_SYSTEMS = {"paper": "paper_three"}    # the preset that trains only the paper's three systems, per profile
+
+
+def three_systems(model: Model) -> Model | None:
+    """The cost model of the profile's three-system preset (``make profile P=paper_three``) at the same sizes, or
+    None where there is none."""
+    name = THREE_SYSTEMS.get(model.profile)
+    if name is None:
+        return None
+    return build(name, model.sizes.passages, model.sizes.train_examples, model.sizes.passage_tokens)
 
 
 def critical_path(model: Model, names: Sequence[str], end: int) -> float:
@@ -447,7 +443,7 @@ def mfu(model: Model) -> str:
 def render(model: Model, gpus: Sequence[int]) -> str:
     """The markdown block: the DAG's table, the three systems' table, counts, sources, corrections, what is left
     out, MFU."""
-    p, names, paper = model.params, list(model.dag), three_systems(model)
+    p, names, three = model.params, list(model.dag), three_systems(model)
     command = f"python -m ecqg.cost --profile {model.profile} --gpus {' '.join(map(str, gpus))}"
     sources: dict[tuple[str, ...], list[str]] = {}
     for r in model.rates.values():
@@ -465,10 +461,14 @@ def render(model: Model, gpus: Sequence[int]) -> str:
         "on N GPUs where its work splits over `processes: N` (corpus encoding, sampling, the reader, and training, "
         "whose N processes gather their in-batch negatives; near-linear scaling assumed, not measured), its "
         "GPU-hours where it does not (03's hardness encoding, in one process). " + concurrent(model, names, gpus), "",
-        f"**The paper's three systems** (DPR, UnCon-DPR, Mixed-DPR): a subset of the DAG above, {len(paper)} of its "
-        f"{len(names)} stages, filtered from it: their pre-training, fine-tuning and search, stages 01-04 and 06, "
-        "and the stages those read (the pre-training-only searches left out). No preset runs only these yet.", "",
-        table(model, paper, gpus), "", concurrent(model, paper, gpus), "", "**Counts**:", ""]
+    ]
+    if three is not None:
+        lines += [
+            f"**The paper's three systems** (`make profile P={three.profile}`: DPR, UnCon-DPR and Mixed-DPR, with 01-04, "
+            "06, 07 and their BM25 hybrids; no Poly-DPR, ETM / RSM or TempQG-DPR, so no pseudo-query or TempQG "
+            f"set): its own DAG of {len(three.dag)} stages, at the same sizes and rates.", "",
+            table(three, list(three.dag), gpus), "", concurrent(three, list(three.dag), gpus), ""]
+    lines += ["**Counts**:", ""]
     lines += [f"- {c}" for c in counts(model)]
     lines += ["", "**Rates** read: " + "; ".join(f"{', '.join(fields)} from {' and '.join(f'`{f}`' for f in files)}"
                                                  for files, fields in sources.items()) + ".", "",

@@ -230,9 +230,10 @@ def data_stages() -> list[Stage]:
     ]
 
 
-def synthetic_stages() -> list[Stage]:
-    """The paper's synthetic data (01-04) and the related system's (pseudo-queries, TempQG)."""
-    return [
+def synthetic_stages(params: Mapping) -> list[Stage]:
+    """The paper's synthetic data (01-04) and the related system's (pseudo-queries, TempQG: where a trained variant
+    pre-trains on their sets)."""
+    stages = [
         _notebook("01", "attention_bias", [BASELINE_MODEL, *CORPUS_AND_POOL, str(paths.QUESTIONS)],
                   ["seed", "attention", "dpr.model", "dpr.base_model", "dpr.pooling", "dpr.passage_max_length",
                    "evaluation.bootstrap_samples"], [str(paths.ATTENTION)], ["attention_bias.json"],
@@ -252,11 +253,14 @@ def synthetic_stages() -> list[Stage]:
                                    *CORPUS_AND_POOL, str(paths.QUESTIONS), str(paths.BM25_INDEX)],
                   ["seed", "mixing"], [str(paths.SYNTHETIC)], ["mixing.json"],
                   "the UnCon and Mixed sets (and their doses), BM25 hard negatives"),
-        Stage("pseudo_queries", "python -m ecqg.stages.pseudo_queries",
+    ]
+    if variants.builds("pseudo_queries", params):
+        stages.append(Stage("pseudo_queries", "python -m ecqg.stages.pseudo_queries",
               [str(variants.SETS["uncon"].path), *CORPUS_AND_POOL, str(paths.BM25_INDEX)],
               ["seed", "pseudo", "bm25.k1", "bm25.b"], [str(paths.PSEUDO)], [_metric("stage_pseudo_queries.json")],
-              comment="ETM / RSM pseudo-queries (Luo et al. 2022, §5) over UnCon's passages"),
-        _notebook("08", "tempqg", [str(paths.TRAIN_GOLD), str(paths.TRAIN_GOLD_DPR), *CORPUS_AND_POOL,
+              comment="ETM / RSM pseudo-queries (Luo et al. 2022, §5) over UnCon's passages"))
+    if variants.builds("tempqg", params):
+        stages.append(_notebook("08", "tempqg", [str(paths.TRAIN_GOLD), str(paths.TRAIN_GOLD_DPR), *CORPUS_AND_POOL,
                                    str(paths.QUESTIONS), f"{paths.QG_MODELS}/uncon", str(variants.SETS["uncon"].path),
                                    str(paths.MRC_MODEL), BASELINE_MODEL, BASELINE_INDEX, str(paths.BM25_INDEX),
                                    f"results/{PROFILE}/question_generation.json"],
@@ -265,16 +269,17 @@ def synthetic_stages() -> list[Stage]:
                    "dpr.pretrain.batch_size", "mrc", "filtering", "bm25.k1", "bm25.b", "data.test_sets"],
                   [str(paths.TEMPQG)], ["tempqg.json"],
                   "TempQG (Luo et al. 2022, §4): templates, selector, template-conditioned questions",
-                  checkpoints=str(paths.TEMPQG_CHECKPOINTS)),
-    ]
+                  checkpoints=str(paths.TEMPQG_CHECKPOINTS)))
+    return stages
 
 
-def analysis_stages() -> list[Stage]:
+def analysis_stages(params: Mapping) -> list[Stage]:
     """Hybrids, 06 (Table 3, attention), 07 (mechanism) and the generated results page."""
+    pseudo = variants.builds("pseudo_queries", params)
+    pseudo_deps = [str(paths.PSEUDO), f"results/{PROFILE}/stage_pseudo_queries.json"] if pseudo else []
     results = _notebook("06", "results_and_attention_entropy",
                         [str(paths.RUNS), str(paths.MODELS), str(paths.FILTERED_PROBES),
-                         str(variants.SETS["uncon"].path), str(paths.PSEUDO),
-                         f"results/{PROFILE}/stage_pseudo_queries.json", str(paths.QUESTIONS), *CORPUS_AND_POOL],
+                         str(variants.SETS["uncon"].path), *pseudo_deps, str(paths.QUESTIONS), *CORPUS_AND_POOL],
                         ["evaluation.ks", "evaluation.bootstrap_samples", "evaluation.confidence", "seed", "attention",
                          "dpr.seeds", "dpr.related_seeds", "dpr.variants", "hybrid.variants", "pseudo", "polydpr.codes",
                          "mixing.doses"],
@@ -289,10 +294,11 @@ def analysis_stages() -> list[Stage]:
                           [_nocache(f"results/{PROFILE}/plots/position_top5.csv")],
                           ["mechanism.json", "mechanism_curve.json"],
                           "NQ sliced by answer position and entity attention, the moved-sentence probe")
+    related = ["stage_pseudo_queries.json"] if pseudo else []
+    related += ["tempqg.json", "stage_08_tempqg.json"] if variants.builds("tempqg", params) else []
     report_deps = [f"results/{PROFILE}/{name}" for name in (
         f"dpr_baseline_s{FIRST_SEED}_training.json", f"dpr_mixed_s{FIRST_SEED}_training.json", "table3.json",
-        "encoder_comparison.json", "poly_codes.json", "stage_pseudo_queries.json", "tempqg.json",
-        "stage_08_tempqg.json", "attention_bias.json", "question_generation.json", "filtering.json", "mixing.json",
+        "encoder_comparison.json", "poly_codes.json", *related, "attention_bias.json", "question_generation.json", "filtering.json", "mixing.json",
         "stage_prepare.json", "stage_index_bm25.json", "stage_index_tfidf.json", "stage_retrieve_bm25.json",
         "stage_retrieve_tfidf.json", "stage_training_data.json", f"stage_05_dpr_training.baseline-{FIRST_SEED}.json",
         f"stage_05_dpr_training.uncon-{FIRST_SEED}.json", f"stage_05_dpr_training.mixed-{FIRST_SEED}.json",
@@ -319,7 +325,7 @@ def analysis_stages() -> list[Stage]:
 
 def stages(params: Mapping, table: Sequence[variants.Variant] | None = None) -> list[Stage]:
     """Every stage in pipeline order, for the variants ``params`` trains."""
-    return [*data_stages(), *dense_stages(params, table), *synthetic_stages(), *analysis_stages()]
+    return [*data_stages(), *dense_stages(params, table), *synthetic_stages(params), *analysis_stages(params)]
 
 
 PLOTS = """plots:

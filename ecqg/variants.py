@@ -186,6 +186,12 @@ def trained(params: Mapping, table: Sequence[Variant] | None = None) -> list[Var
     return [v for v in table if enabled(v, params)]
 
 
+def builds(stage: str, params: Mapping, table: Sequence[Variant] | None = None) -> bool:
+    """Does a trained variant pre-train on a set that ``stage`` writes (``pseudo_queries``, ``tempqg``)? A profile
+    without such a variant has no such stage."""
+    return any(synthetic_set(s).stage == stage for v in trained(params, table) for s in v.pretrain)
+
+
 def seeds(variant: Variant | str, params: Mapping) -> list[int]:
     """The training seeds of a variant: one replicate each (pre-training, if any, and fine-tuning)."""
     variant = get(variant) if isinstance(variant, str) else variant

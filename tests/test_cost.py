@@ -54,17 +54,20 @@ def test_gpus_divide_the_wall_time(model):
         assert model.wall(w, 1) == pytest.approx(model.hours(w))
 
 
-def test_three_systems_are_a_subset_of_the_dag(model):
-    paper = cost.three_systems(model)
-    assert set(paper) < set(model.dag)
+def test_the_three_system_preset_is_priced_as_its_own_dag(model):
+    three = cost.three_systems(model)
+    assert three.profile == "paper_three" and three.sizes == model.sizes
+    assert set(three.dag) < set(model.dag)
     needed = {variants.stage_name(phase, v, s) for v in ("baseline", "uncon", "mixed")
               for s in variants.seeds(v, model.params) for phase in ("finetune", "retrieve")}
     needed |= {"pretrain_uncon@2022", "pretrain_mixed@2022", "attention_bias", "question_generation", "filtering",
                "mixing", "results"}
-    assert needed <= set(paper)
-    assert not {"tempqg", "pseudo_queries", "pretrain_poly_mixed@2022", "retrieve_pretrained@uncon-2022"} & set(paper)
+    assert needed <= set(three.dag)
+    assert not {"tempqg", "pseudo_queries", "pretrain_poly_mixed@2022"} & set(three.dag)
     whole = cost._sum(model.stage_hours(n) for n in model.dag)
-    assert cost._sum(model.stage_hours(n) for n in paper)[1] < whole[0]
+    assert cost._sum(three.stage_hours(n) for n in three.dag)[1] < whole[0]
+    assert "make profile P=paper_three" in cost.render(model, [1, 8])
+    assert cost.three_systems(cost.build("paper_three")) is None
 
 
 def test_a_missing_rate_file_is_named(tmp_path, monkeypatch, capsys):
