@@ -464,8 +464,8 @@ def render(model: Model, gpus: Sequence[int]) -> str:
     ]
     if three is not None:
         lines += [
-            f"**The paper's three systems** (`make profile P={three.profile}`: DPR, UnCon-DPR and Mixed-DPR, with 01-04, "
-            "06, 07 and their BM25 hybrids; no Poly-DPR, ETM / RSM or TempQG-DPR, so no pseudo-query or TempQG "
+            f"**The paper's three systems** (`make profile P={three.profile}`: DPR, UnCon-DPR and Mixed-DPR, with "
+            "01-04, 06, 07 and their BM25 hybrids; no Poly-DPR, ETM / RSM or TempQG-DPR, so no pseudo-query or TempQG "
             f"set): its own DAG of {len(three.dag)} stages, at the same sizes and rates.", "",
             table(three, list(three.dag), gpus), "", concurrent(three, list(three.dag), gpus), ""]
     lines += ["**Counts**:", ""]

@@ -255,21 +255,23 @@ def synthetic_stages(params: Mapping) -> list[Stage]:
                   "the UnCon and Mixed sets (and their doses), BM25 hard negatives"),
     ]
     if variants.builds("pseudo_queries", params):
-        stages.append(Stage("pseudo_queries", "python -m ecqg.stages.pseudo_queries",
-              [str(variants.SETS["uncon"].path), *CORPUS_AND_POOL, str(paths.BM25_INDEX)],
-              ["seed", "pseudo", "bm25.k1", "bm25.b"], [str(paths.PSEUDO)], [_metric("stage_pseudo_queries.json")],
-              comment="ETM / RSM pseudo-queries (Luo et al. 2022, §5) over UnCon's passages"))
+        stages.append(Stage(
+            "pseudo_queries", "python -m ecqg.stages.pseudo_queries",
+            [str(variants.SETS["uncon"].path), *CORPUS_AND_POOL, str(paths.BM25_INDEX)],
+            ["seed", "pseudo", "bm25.k1", "bm25.b"], [str(paths.PSEUDO)], [_metric("stage_pseudo_queries.json")],
+            comment="ETM / RSM pseudo-queries (Luo et al. 2022, §5) over UnCon's passages"))
     if variants.builds("tempqg", params):
-        stages.append(_notebook("08", "tempqg", [str(paths.TRAIN_GOLD), str(paths.TRAIN_GOLD_DPR), *CORPUS_AND_POOL,
-                                   str(paths.QUESTIONS), f"{paths.QG_MODELS}/uncon", str(variants.SETS["uncon"].path),
-                                   str(paths.MRC_MODEL), BASELINE_MODEL, BASELINE_INDEX, str(paths.BM25_INDEX),
-                                   f"results/{PROFILE}/question_generation.json"],
-                  ["seed", "qg", "tempqg", "polydpr", "dpr.base_model", "dpr.shared_encoders", "dpr.pooling",
-                   "dpr.query_max_length", "dpr.passage_max_length", "dpr.encode", "dpr.pretrain.heldout",
-                   "dpr.pretrain.batch_size", "mrc", "filtering", "bm25.k1", "bm25.b", "data.test_sets"],
-                  [str(paths.TEMPQG)], ["tempqg.json"],
-                  "TempQG (Luo et al. 2022, §4): templates, selector, template-conditioned questions",
-                  checkpoints=str(paths.TEMPQG_CHECKPOINTS)))
+        stages.append(_notebook(
+            "08", "tempqg",
+            [str(paths.TRAIN_GOLD), str(paths.TRAIN_GOLD_DPR), *CORPUS_AND_POOL, str(paths.QUESTIONS),
+             f"{paths.QG_MODELS}/uncon", str(variants.SETS["uncon"].path), str(paths.MRC_MODEL), BASELINE_MODEL,
+             BASELINE_INDEX, str(paths.BM25_INDEX), f"results/{PROFILE}/question_generation.json"],
+            ["seed", "qg", "tempqg", "polydpr", "dpr.base_model", "dpr.shared_encoders", "dpr.pooling",
+             "dpr.query_max_length", "dpr.passage_max_length", "dpr.encode", "dpr.pretrain.heldout",
+             "dpr.pretrain.batch_size", "mrc", "filtering", "bm25.k1", "bm25.b", "data.test_sets"],
+            [str(paths.TEMPQG)], ["tempqg.json"],
+            "TempQG (Luo et al. 2022, §4): templates, selector, template-conditioned questions",
+            checkpoints=str(paths.TEMPQG_CHECKPOINTS)))
     return stages
 
 
@@ -281,8 +283,8 @@ def analysis_stages(params: Mapping) -> list[Stage]:
                         [str(paths.RUNS), str(paths.MODELS), str(paths.FILTERED_PROBES),
                          str(variants.SETS["uncon"].path), *pseudo_deps, str(paths.QUESTIONS), *CORPUS_AND_POOL],
                         ["evaluation.ks", "evaluation.bootstrap_samples", "evaluation.confidence", "seed", "attention",
-                         "dpr.seeds", "dpr.related_seeds", "dpr.variants", "hybrid.variants", "pseudo", "polydpr.codes",
-                         "mixing.doses"],
+                         "dpr.seeds", "dpr.related_seeds", "dpr.variants", "hybrid.variants", "pseudo",
+                         "polydpr.codes", "mixing.doses"],
                         [_nocache(f"results/{PROFILE}/plots/topk")],
                         ["table3.json", "encoder_comparison.json", "poly_codes.json", "finetune_curve.json"],
                         "Table 3 over every replicate, the dense models' attention, the Table 1 probe")
@@ -298,7 +300,8 @@ def analysis_stages(params: Mapping) -> list[Stage]:
     related += ["tempqg.json", "stage_08_tempqg.json"] if variants.builds("tempqg", params) else []
     report_deps = [f"results/{PROFILE}/{name}" for name in (
         f"dpr_baseline_s{FIRST_SEED}_training.json", f"dpr_mixed_s{FIRST_SEED}_training.json", "table3.json",
-        "encoder_comparison.json", "poly_codes.json", *related, "attention_bias.json", "question_generation.json", "filtering.json", "mixing.json",
+        "encoder_comparison.json", "poly_codes.json", *related, "attention_bias.json", "question_generation.json",
+        "filtering.json", "mixing.json",
         "stage_prepare.json", "stage_index_bm25.json", "stage_index_tfidf.json", "stage_retrieve_bm25.json",
         "stage_retrieve_tfidf.json", "stage_training_data.json", f"stage_05_dpr_training.baseline-{FIRST_SEED}.json",
         f"stage_05_dpr_training.uncon-{FIRST_SEED}.json", f"stage_05_dpr_training.mixed-{FIRST_SEED}.json",
