@@ -3,7 +3,8 @@ random models of the paper's architectures built from their configs, saved where
 
 Why: the paper profile runs on GPUs with 21M passages, BART-large and a SQuAD 2.0 reader, none of which exist here.
 ``tests/test_paper_path.py`` runs ``dvc repro`` on ``params/paper.yaml`` with only the paths, the models and the
-sizes replaced by :func:`paper_tiny_params`, so every stage goes through exactly the code a paper run takes:
+sizes replaced by :func:`paper_tiny_params` and the paper's three systems trained (as ``params/paper_three.yaml``), so
+every stage goes through exactly the code a paper run takes:
 
 * ``psgs_w100.tsv`` (header ``id\\ttext\\ttitle``, numeric ids, CSV-quoted text), ``nq-test.csv`` /
   ``trivia-test.csv`` / ``webquestions-test.csv`` / ``nq-dev.csv`` (``question\\t['answer', ...]``, no gold passage
@@ -141,9 +142,9 @@ def write_models(bundle: Path, out: Path) -> dict[str, Path]:
 
 
 def paper_tiny_params(repo: Path, files: dict[str, Path], models: dict[str, Path]) -> dict:
-    """params/paper.yaml with the smoke profile's sizes, the paper's three systems and Luo et al.'s recipe
-    (``dpr.variants``: every code path of the paper's models, not every variant), the files and models above, and
-    an IVF-PQ index sized for 400 passages: the paper's code paths at a size that runs in minutes on a CPU."""
+    """params/paper.yaml with the smoke profile's sizes, the paper's three systems (``dpr.variants``, as
+    params/paper_three.yaml), the files and models above, and an IVF-PQ index sized for 400 passages: the paper's
+    code paths at a size that runs in minutes on a CPU."""
     presets = repo / "params"
     paper = config.preset("paper", presets)
     smoke = config._read_yaml(presets / "smoke.yaml")
@@ -155,8 +156,9 @@ def paper_tiny_params(repo: Path, files: dict[str, Path], models: dict[str, Path
                           max_nq_dev=None, max_train_triples=None,
                           test_sets={"nq": str(files["nq"]), "wq": str(files["wq"]), "tqa": str(files["tqa"])})
     params["dpr"]["base_model"] = str(models["dpr"])
-    params["dpr"]["variants"] = ["baseline", "uncon", "mixed", "poly_rsm_tempqg"]   # smoke's, less RSM-DPR: the
-                                                                   # smoke DAG runs its block; Luo's recipe its set
+    # the paper's three systems, as `make profile P=paper_three`: Luo et al.'s retrievers, pseudo-queries and
+    # TempQG run in the smoke DAG (on MiniLM and the prefix LM); a test run of both DAGs must fit CI's time
+    params["dpr"]["variants"], params["hybrid"]["variants"] = ["baseline", "uncon", "mixed"], ["baseline", "mixed"]
     params["dpr"]["index"] = {"kind": "ivfpq", "params": {"nlist": 8, "m": 4, "nbits": 4, "nprobe": 8,
                                                           "train_size": None}}
     params["dpr"]["encode"]["batch_size"] = 32
@@ -167,8 +169,6 @@ def paper_tiny_params(repo: Path, files: dict[str, Path], models: dict[str, Path
     params["qg"]["source_max_length"] = 96
     params["mixing"]["doses"] = []                                 # as params/paper.yaml: smoke's dose of 12 is
                                                                    # more than the 8 the paper's filters leave here
-    params["tempqg"]["samples"] = 64                               # paper's hardness filter halves TempQG's set:
-                                                                   # 16 samples left 4 questions on one CPU kind
     params["mrc"]["model"] = str(models["mrc"])
     params["bm25"]["threads"] = 2
     params["attention"]["batch_size"] = 16

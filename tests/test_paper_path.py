@@ -1,5 +1,6 @@
-"""The paper profile's code paths end to end: ``dvc repro`` on params/paper.yaml with DPR's file formats, a BART
-generator, a reader used as shipped, a BERT DPR and an IVF-PQ index, all tiny (``tests/paper_tiny.py``)."""
+"""The paper profile's code paths end to end: ``dvc repro`` on params/paper.yaml (its three systems, as
+params/paper_three.yaml) with DPR's file formats, a BART generator, a reader used as shipped, a BERT DPR and an
+IVF-PQ index, all tiny (``tests/paper_tiny.py``)."""
 
 import json
 import sys
@@ -46,3 +47,7 @@ def test_paper_profile_dag_end_to_end(tmp_path):
     assert gold.get("bm25_first_answer", 0) > 0 and "annotated" not in gold
     assert mechanism["position"]["counts"].get("ok", 0) > 0
     assert "the first passage of BM25's ranking that contains an answer" in (results / "README.md").read_text()
+    # three systems: no other variant's stage, no pseudo-query or TempQG set
+    assert not [p.name for p in (repo / "outputs/models").iterdir() if not p.name.startswith(("dpr_baseline_",
+                                                                                             "dpr_uncon_", "dpr_mixed_"))]
+    assert not (repo / "outputs/pseudo").exists() and not (repo / "outputs/tempqg").exists()
