@@ -54,9 +54,9 @@ lab: $(STAMP)
 bench: $(STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
-# make profile P=smoke   (or mini, study, paper): rewrite params.yaml from the preset, and dvc.yaml for its variants;
-# DVC reruns what the change touches. Refuses to overwrite hand edits of params.yaml; FORCE=1 overwrites them and
-# keeps them in params.yaml.bak.
+# make profile P=smoke   (or mini, study, paper, paper_three): rewrite params.yaml from the preset, and dvc.yaml
+# for its variants; DVC reruns what the change touches. Refuses to overwrite hand edits of params.yaml; FORCE=1
+# overwrites them and keeps them in params.yaml.bak.
 profile: $(STAMP)
 	$(PY) -m ecqg.config use $(P) $(if $(FORCE),--force,)
 	$(PY) -m ecqg.dag write
