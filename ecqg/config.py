@@ -203,6 +203,7 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "pseudo.m": ((int,), _positive, "an integer > 0 (TF-IDF words per pseudo-query)"),
     "pseudo.m_sweep": ((list,), lambda v: bool(v) and all(isinstance(m, int) and not isinstance(m, bool) and m > 0
                                                           for m in v), "a non-empty list of integers > 0"),
+    "pseudo.sweep_queries": ((int,), _positive, "an integer > 0 (queries the m sweep searches: a seeded sample)"),
     "tempqg.min_df": ((int,), _positive, "an integer > 0 (corpus passages an entity must be in to stay)"),
     "tempqg.threshold": ((int, float), lambda v: 0 < v <= 1, "a number in (0, 1]"),
     "tempqg.representative": ((str,), lambda v: v in ("shortest", "second_shortest"),

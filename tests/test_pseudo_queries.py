@@ -92,3 +92,31 @@ def test_hard_negatives_skip_the_positive_and_its_title():
                      "positive_bm25_top1": 1}
     with pytest.raises(DataFormatError, match="etm-c-0"):
         pq.dpr_examples(records, {"etm-a-0": []}, PASSAGES)
+
+
+def test_the_m_sweep_searches_every_entry_of_a_small_pool_and_a_seeded_sample_of_a_large_one():
+    from ecqg.pipeline.pseudo import sweep_sample
+
+    assert sweep_sample(800, 20_000, 2022) == list(range(800))        # mini's and the study's pools: all, in order
+    sample = sweep_sample(1_000_000, 20_000, 2022)
+    assert len(sample) == len(set(sample)) == 20_000 and sample == sorted(sample)
+    assert sample == sweep_sample(1_000_000, 20_000, 2022) != sweep_sample(1_000_000, 20_000, 2023)
+
+
+def test_rsm_sentences_split_over_processes_are_the_one_process_sentences(monkeypatch):
+    import ecqg.text
+    from ecqg import config
+    from ecqg.pipeline import pseudo
+
+    ids = ["a", "b", "c", "a"]
+    one = pseudo.sentence_texts(PASSAGES, ids)
+    monkeypatch.setattr(pseudo, "SPACY_TEXTS_PER_PROCESS", 1)         # 3 distinct passages: 2 workers on 2 cores
+    monkeypatch.setattr(config, "host_cores", lambda: 2)
+    real, processes = ecqg.text.analyze, []
+
+    def counted(texts, **kwargs):
+        processes.append(kwargs["n_process"])
+        return real(texts, **kwargs)
+
+    monkeypatch.setattr(ecqg.text, "analyze", counted)
+    assert pseudo.sentence_texts(PASSAGES, ids) == one and processes == [2]

@@ -6,15 +6,16 @@ only how the query is made differs. Hard negatives follow the synthetic sets' ru
 with the same-title guard of :mod:`ecqg.pseudo_queries`. The stage also measures what ``pseudo.m`` does: for each m
 of ``pseudo.m_sweep``, how often BM25 ranks a pseudo-query's own passage first (among the queries whose passage is in
 the searched corpus), beside the same figure for UnCon's generated questions (how lexically easy each kind of query
-is).
+is), on a seeded sample of ``pseudo.sweep_queries`` entries (all of mini's and the study's).
 """
 
 from __future__ import annotations
 
 import logging
+import random
 from typing import Mapping
 
-from ecqg import paths, pseudo_queries, variants
+from ecqg import config, paths, pseudo_queries, variants
 from ecqg.data.dpr import read_dpr_retriever_json, write_dpr_retriever_json
 from ecqg.data.records import read_corpus
 from ecqg.errors import DataFormatError
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 POOL_SET = "uncon"      # the set whose passages (with their repeats) the pseudo-query sets reuse
 NEGATIVE_DEPTH = 100    # BM25 hits searched for the hard negative, as for the synthetic sets
 N_HARD = 1              # hard negatives per query, as for the synthetic sets
+SPACY_TEXTS_PER_PROCESS = 5_000   # below this many passages per core, spaCy's worker start-up outweighs the split
 
 
 def passage_pool() -> tuple[list[str], list[str]]:
@@ -43,9 +45,19 @@ def sentence_texts(passages: Mapping[str, Mapping], ids: list[str]) -> dict[str,
     from ecqg.text import analyze
 
     distinct = list(dict.fromkeys(ids))
-    analyses = analyze([passages[pid]["text"] for pid in distinct])
+    processes = max(1, min(config.host_cores(), len(distinct) // SPACY_TEXTS_PER_PROCESS))
+    analyses = analyze([passages[pid]["text"] for pid in distinct], n_process=processes)
     return {pid: [passages[pid]["text"][a:b] for a, b in analysis.sentences]
             for pid, analysis in zip(distinct, analyses)}
+
+
+def sweep_sample(entries: int, size: int, seed: int) -> list[int]:
+    """Which entries of the pool the m sweep searches: all of them when there are at most ``size``, else a seeded
+    sample of ``size`` in pool order. The sweep is a diagnostic (a share of queries): at the paper's 1M entries, its
+    9 BM25 passes over all of them would be most of the stage's time (``bench/scale_rehearsal.py``)."""
+    if entries <= size:
+        return list(range(entries))
+    return sorted(random.Random(f"{seed}-pseudo-sweep").sample(range(entries), size))
 
 
 def _lexical_ease(run: Mapping, positives: Mapping[str, str], indexed: set[str]) -> dict:
@@ -75,14 +87,16 @@ def build_sets(params: Mapping, progress: bool = True) -> tuple[dict[str, list[d
         return searcher.search({r["id"]: r["question"] for r in records}, k=NEGATIVE_DEPTH, threads=threads,
                                progress=progress)
 
-    uncon = [{"id": f"uncon-{i}", "question": q, "passage_id": pid}
-             for i, (q, pid) in enumerate(zip(uncon_questions, pool))]
+    sample = sweep_sample(len(pool), settings["sweep_queries"], seed)
+    uncon = [{"id": f"uncon-{i}", "question": uncon_questions[i], "passage_id": pool[i]} for i in sample]
     uncon_ease = {**_lexical_ease(search(uncon), {r["id"]: r["passage_id"] for r in uncon}, indexed),
-                  "mean_words": round(sum(len(q.split()) for q in uncon_questions) / max(len(uncon), 1), 2)}
-    figures: dict = {"pool_set": POOL_SET, "m": settings["m"], "sweep": {"uncon": uncon_ease}}
+                  "mean_words": round(sum(len(r["question"].split()) for r in uncon) / max(len(uncon), 1), 2)}
+    figures: dict = {"pool_set": POOL_SET, "m": settings["m"], "sweep_entries": len(sample),
+                     "sweep": {"uncon": uncon_ease}}
     for m in settings["m_sweep"]:
         for kind in pseudo_queries.KINDS:
-            records, counts = pseudo_queries.build(kind, pool, passages, weights, m, seed, sentences)
+            records, counts = pseudo_queries.build(kind, [pool[i] for i in sample], passages, weights, m, seed,
+                                                   sentences)
             figures["sweep"][f"{kind}_m{m}"] = {
                 **_lexical_ease(search(records), {r["id"]: r["passage_id"] for r in records}, indexed),
                 "mean_words": counts["mean_words"]}
