@@ -257,8 +257,12 @@ def test_a_profile_that_cannot_reach_its_set_sizes_is_refused_naming_the_keys():
     message = str(err.value)
     assert "'qg.generate.uncon_passages' (500,000)" in message and "raise it to 2,44" in message
     assert "'attention.condition_passages' (400,000)" in message and "'mixing.require_total' is true" in message
-    # the study's arithmetic against what its stages kept (results/study: 5,912 and 5,138): within 1%
-    study = config.expected_pools(config._flatten(config.preset("study", REPO / "params")))
+    # the arithmetic against what the first study's stages kept (results/study: 5,912 and 5,138) at its sampling
+    # counts (9,000 passages x 2 samples; the 6,000 studied passages): within 1%
+    first_study = config.preset("study", REPO / "params")
+    first_study["qg"]["generate"].update(samples=2, uncon_passages=9000)
+    assert first_study["attention"]["sample_passages"] == 6000 and not first_study["attention"]["condition_passages"]
+    study = config.expected_pools(config._flatten(first_study))
     assert abs(study["uncon"] / 5912 - 1) < 0.01 and abs(study["con"] / 5138 - 1) < 0.01
     mini = config.preset("mini", REPO / "params")                    # mini shrinks its sets instead (logged)
     assert not mini["mixing"]["require_total"] and config.validate(mini)

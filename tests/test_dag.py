@@ -210,22 +210,20 @@ def test_dpr_variants_selects_the_trained_variants_and_nothing_else_changes(tmp_
     assert "# Variants: dpr.variants selects baseline, uncon, mixed" in dag.render(params)
 
 
-def test_the_study_profile_trains_no_etm_rsm_and_fuses_the_two_by_two(tmp_path):
-    """dvc.yaml with ``make profile P=study``'s params: ``dpr.variants`` without ETM / RSM leaves no ETM / RSM
-    training or retrieval stage; DPR, UnCon-DPR and Mixed-DPR train with every seed, the related system's retrievers with the
-    first, and the 2 x 2 (DPR, Mixed-DPR, Poly-DPR, Mixed Poly-DPR) is fused with BM25 at that seed."""
+def test_the_study_profile_trains_five_replicates_of_the_paper_s_three_and_the_dose_curve(tmp_path):
+    """dvc.yaml with ``make profile P=study``'s params (issue 47's design): DPR, UnCon-DPR and Mixed-DPR with five
+    replicates each (a synthetic replicate pre-trains with its own seed), both sets pre-trained at every dose with
+    every seed and searched right after, DPR and Mixed-DPR fused with BM25; none of Luo et al.'s systems, so no
+    pseudo-query or TempQG set either."""
     from ecqg import config
 
     graph, names = _graph_for(tmp_path, yaml.safe_load(config.render_profile("study", REPO / "params")))
     names = set(names)
-    # no ETM / RSM-DPR; Luo et al.'s recipe pre-trains on the RSM set (built by pseudo_queries) and stays
-    assert not {n for n in names if ("etm" in n or "rsm" in n) and "rsm_tempqg" not in n}
-    dpr = config.preset("study", REPO / "params")["dpr"]
-    seeds, related = dpr["seeds"], dpr["related_seeds"]
-    assert {"tempqg", "pseudo_queries"} | replicate("poly_rsm_tempqg", related) | replicate("tempqg", related) <= names
-    assert len(seeds) >= 3 and related == seeds[:1]
-    assert {f"hybrid@{v}-{s}" for v in ("baseline", "mixed", "poly_baseline", "poly_mixed") for s in related} <= names
-    assert replicate("uncon", seeds) | replicate("mixed", seeds) | replicate("baseline", seeds, False) <= names
-    late = {n for n in names if n.endswith(tuple(f"-{s}" for s in seeds[1:]) + tuple(f"@{s}" for s in seeds[1:]))}
-    assert late <= replicate("uncon", seeds) | replicate("mixed", seeds) | replicate("baseline", seeds, False) | {
-        n for n in names if n.startswith(("pretrain_dose", "retrieve_dose"))}
+    study = config.preset("study", REPO / "params")
+    seeds, related, doses = study["dpr"]["seeds"], study["dpr"]["related_seeds"], study["mixing"]["doses"]
+    assert len(seeds) >= 5 and len(doses) >= 2 and study["mixing"]["total"] >= 4 * 5000
+    trained = replicate("uncon", seeds) | replicate("mixed", seeds) | replicate("baseline", seeds, False)
+    curve = {f"{phase}@{s}-{n}-{seed}" for phase in ("pretrain_dose", "retrieve_dose") for s in ("uncon", "mixed")
+             for n in doses for seed in seeds}
+    assert trained | curve | {f"hybrid@{v}-{s}" for v in ("baseline", "mixed") for s in related} <= names
+    assert not {n for n in names if any(k in n for k in ("poly", "etm", "rsm", "tempqg", "pseudo"))}
