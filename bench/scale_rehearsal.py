@@ -49,8 +49,9 @@ TEST_QUESTIONS, NQ_DEV, TRAIN = 500, 500, 2000
 FIGURES = "scale-rehearsal figures:"     # the line a step process prints its figures on
 MARKERS = ("<!-- scale-rehearsal:start (bench/scale_rehearsal.py --write-docs writes this block) -->",
            "<!-- scale-rehearsal:end -->")
-# Steps whose work is spread over threads / processes by the host's core count (``bm25.threads``, spaCy batches
-# are not): the 16-core projection divides their time by 16 / cores measured, the others keep it.
+# Steps whose work is spread over threads / processes by the host's core count: the 16-core projection of a
+# point measured without CPU time (before 2 Dec 2026) divides their time by 16 / cores and keeps the others'. A point
+# with its CPU time is split by measurement instead (:func:`parallel_share`).
 THREADED = {"index_bm25", "retrieve_bm25", "training_data"}
 STEPS = ("prepare", "index_bm25", "index_tfidf", "retrieve_bm25", "retrieve_tfidf", "training_data", "mixing",
          "pseudo_queries", "tempqg_templates")
@@ -225,7 +226,22 @@ def measure(name: str, work: Path) -> dict:
     last = json.loads([line for line in log.read_text(errors="replace").splitlines()
                        if line.startswith(FIGURES)][-1].removeprefix(FIGURES))     # the step's own figures
     return {"seconds": round(seconds, 2), "peak_rss_gb": round(usage.ru_maxrss / 1e6, 3),   # ru_maxrss is KiB
+            "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 2),   # its threads and the workers it waited for
             "jvm_heap_gb": last["jvm_heap_gb"]}
+
+
+def parallel_share(point: dict, cores: int, step: str) -> float:
+    """The share of a step's wall time that ran spread over the cores, from its CPU and wall seconds (Amdahl's
+    model on ``cores`` cores: wall = serial + parallel / cores, CPU = serial + parallel), clipped to [0, 1]. An
+    estimate: time a thread spends beside the work (the JVM's garbage collector and compiler) counts as parallel
+    work. A point without its CPU time falls back to :data:`THREADED`."""
+    if "cpu_seconds" not in point:
+        return 1.0 if step in THREADED else 0.0
+    wall, cpu = point["seconds"], point["cpu_seconds"]
+    if cores < 2 or wall <= 0:
+        return 0.0
+    parallel_work = (cpu - wall) * cores / (cores - 1)       # CPU seconds of the spread part
+    return min(max(parallel_work / cores / wall, 0.0), 1.0)     # ... as a share of the wall time
 
 
 def rehearse(bundle: Path, root: Path, sizes: list[int], steps=STEPS, progress=print) -> dict:
@@ -265,8 +281,8 @@ def fit(points: list[dict]) -> dict:
 def table(result: dict) -> str:
     sizes, cores = result["sizes"], result["cores"]
     head = ("| step | " + " | ".join(f"{n:,}: s / GB" for n in sizes) +
-            " | time exponent | GB per 1M passages | 21M: h on " + f"{cores} cores | 21M: h on 16 cores | 21M: peak GB"
-            f" | JVM heap at {sizes[-1]:,}: GB |")
+            f" | time exponent | share parallel at {sizes[-1]:,} | GB per 1M passages | 21M: h on {cores} cores"
+            f" | 21M: h on 16 cores | 21M: peak GB | JVM heap at {sizes[-1]:,}: GB |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     total_here = total_16 = 0.0
     peak = 0.0
@@ -276,16 +292,19 @@ def table(result: dict) -> str:
         heap = points[-1].get("jvm_heap_gb")
         jvm = "-" if heap is None else f"{heap:.2f}"
         if f["exponent"] is None:
-            lines.append(f"| {step} | " + " | ".join(cells) + f" | - | - | - | - | - | {jvm} |")
+            lines.append(f"| {step} | " + " | ".join(cells) + f" | - | - | - | - | - | - | {jvm} |")
             continue
         hours = f["seconds_21m"] / 3600
-        hours16 = hours * cores / 16 if step in THREADED else hours
+        share = parallel_share(points[-1], cores, step)
+        hours16 = hours * ((1 - share) + share * cores / 16)
         total_here, total_16, peak = total_here + hours, total_16 + hours16, max(peak, f["rss_gb_21m"])
+        measured = "cpu_seconds" in points[-1]
         lines.append(f"| {step} | " + " | ".join(cells) +
-                     f" | {f['exponent']:.2f} | {f['bytes_per_passage'] / 1e3:,.2f} | {hours:,.1f} | {hours16:,.1f}"
+                     f" | {f['exponent']:.2f} | {share:.2f}{'' if measured else ' (assumed)'}"
+                     f" | {f['bytes_per_passage'] / 1e3:,.2f} | {hours:,.1f} | {hours16:,.1f}"
                      f" | {f['rss_gb_21m']:,.1f} | {jvm} |")
     lines.append("| **all steps** | " + " | ".join("" for _ in sizes) +
-                 f" | | | **{total_here:,.1f}** | **{total_16:,.1f}** | max **{peak:,.1f}** | |")
+                 f" | | | | **{total_here:,.1f}** | **{total_16:,.1f}** | max **{peak:,.1f}** | |")
     return "\n".join(lines)
 
 
@@ -297,10 +316,13 @@ def render(result: dict) -> str:
             f" heap is part of that: the JVM grows it lazily up to a quarter of the host's RAM, so those steps' RSS,"
             f" and its projection, is what the JVM took, an upper bound on what it needed (the last column: the heap"
             f" it had committed at the end of the largest size). The projection to 21,015,324 passages extends the largest"
-            f" size by the growth between the two largest (time exponent, memory per passage); the 16-core column"
-            f" divides the threaded"
-            f" steps ({', '.join(sorted(THREADED))}) by 16 / {result['cores']} and keeps the others, which run on one"
-            f" core.\n\n{table(result)}\n")
+            f" size by the growth between the two largest (time exponent, memory per passage). The 16-core column"
+            f" splits each step's projected time by the share that ran spread over the cores at the largest size,"
+            f" measured from its CPU and wall seconds (Amdahl's model: wall = serial + parallel / {result['cores']},"
+            f" CPU = serial + parallel), and divides that share by 16 / {result['cores']}: near-linear scaling of"
+            f" the parallel part assumed, not measured; '(assumed)' marks a point measured without its CPU time,"
+            f" counted as all parallel for {', '.join(sorted(THREADED))} and all serial otherwise."
+            f"\n\n{table(result)}\n")
 
 
 def merge(earlier: dict, later: dict) -> dict:

@@ -26,6 +26,25 @@ def test_fit_reads_growth_from_the_two_largest_sizes():
     assert scale_rehearsal.fit(points[:1])["exponent"] is None
 
 
+def test_the_16_core_projection_splits_a_step_by_its_measured_cpu_time():
+    share = scale_rehearsal.parallel_share
+    # 2 cores: 100 s wall, 150 s CPU -> serial 50 + parallel 100 (50 s of wall on 2 cores): half the wall parallel
+    assert share({"seconds": 100.0, "cpu_seconds": 150.0}, 2, "mixing") == pytest.approx(0.5)
+    assert share({"seconds": 100.0, "cpu_seconds": 200.0}, 2, "mixing") == 1.0     # both cores busy throughout
+    assert share({"seconds": 100.0, "cpu_seconds": 60.0}, 2, "mixing") == 0.0      # waiting on the disk: serial
+    assert share({"seconds": 100.0}, 2, "retrieve_bm25") == 1.0 and share({"seconds": 100.0}, 2, "mixing") == 0.0
+    result = {"cpu": "cpu", "cores": 2, "date": "2026-12-02", "sizes": [10, 100], "steps": {"mixing": [
+        {"passages": 10, "seconds": 1.0, "peak_rss_gb": 0.1},
+        {"passages": 100, "seconds": 3600 * 100 / scale_rehearsal.PAPER_PASSAGES, "cpu_seconds": 0.0,
+         "peak_rss_gb": 0.2}]}}
+    result["steps"]["mixing"][1]["cpu_seconds"] = result["steps"]["mixing"][1]["seconds"] * 1.5
+    row = scale_rehearsal.table(result).splitlines()[2]
+    # the row: the 16-core hours are the 2-core hours x (0.5 serial + 0.5 parallel x 2 / 16)
+    cells = [c.strip() for c in row.split("|")]
+    hours, hours16 = float(cells[-5]), float(cells[-4])
+    assert cells[5] == "0.50" and hours16 == pytest.approx(hours * (0.5 + 0.5 * 2 / 16), abs=0.06)
+
+
 def test_write_docs_replaces_its_block_only(tmp_path):
     doc = tmp_path / "paper_profile.md"
     doc.write_text("# Paper\n\nbefore\n" + "\n".join(scale_rehearsal.MARKERS) + "\nafter\n")
@@ -36,7 +55,7 @@ def test_write_docs_replaces_its_block_only(tmp_path):
     scale_rehearsal.write_docs(result, doc)                  # a second write replaces, never appends
     text = doc.read_text()
     assert text.startswith("# Paper\n\nbefore\n") and text.count(scale_rehearsal.MARKERS[0]) == 1
-    assert "| prepare | 1.0 / 0.10 | 10.0 / 0.20 | 1.00 |" in text
+    assert "| prepare | 1.0 / 0.10 | 10.0 / 0.20 | 1.00 | 0.00 (assumed) |" in text
 
 
 @pytest.mark.slow
