@@ -20,7 +20,7 @@ import sys
 import textwrap
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -45,6 +45,8 @@ HARD_NEGATIVE_TOKENS = 1.7                       # tokens per pre-training examp
 BERT_BASE_PARAMS = 110e6
 H100_BF16_FLOPS = 989e12                         # dense bf16 peak of an H100 SXM
 QUERY_TOKENS = 32                                # assumed tokens per question
+TRAINING_MFU_GOAL = 0.25                         # issue 48's goal for bert-base training on an H100 / H200
+GPU_HOURS_GOALS = {"paper": 60, "paper_three": 24}   # issue 48's goals for one seed of each DAG
 UNITS = {"encoding": "passages", "finetune": "examples", "pretrain": "examples", "sampling": "questions",
          "reader": "questions"}
 ROWS = {"corpus encoding (retrieve_*)": "encoding", "fine-tuning (finetune_*)": "finetune",
@@ -421,15 +423,54 @@ def counts(model: Model) -> list[str]:
     return out
 
 
+def example_tokens(model: Model, key: str) -> float:
+    """Tokens per training example at the profile's settings: a question and (1 + hard negatives) passages."""
+    bench = read_result(ENCODING_FILE)["encoding"]["mean_tokens"]
+    return QUERY_TOKENS + (1 + model.params["dpr"][key]["hard_negatives"]) * (model.sizes.passage_tokens or bench)
+
+
+def at_training_goal(model: Model) -> Model:
+    """The same DAG with both trainings at :data:`TRAINING_MFU_GOAL` and every other rate as measured: a what-if
+    (nothing ran at that rate) that says whether the GPU-hour goals are within reach of the training goal alone."""
+    rates = dict(model.rates)
+    for key in ("finetune", "pretrain"):
+        goal = TRAINING_MFU_GOAL * H100_BF16_FLOPS / (6 * BERT_BASE_PARAMS * example_tokens(model, key))
+        rates[key] = replace(rates[key], low=goal, high=goal, factor=1.0)
+    return replace(model, rates=rates)
+
+
+def goal_check(model: Model, gpus: int = 8) -> str:
+    """The what-if of :func:`at_training_goal` for the DAG and its three-system preset, against the goals."""
+    parts, largest, missed = [], None, []
+    for m in filter(None, (model, three_systems(model))):
+        what = at_training_goal(m)
+        works = [w for n in what.dag for w in what.works[n]]
+        hours, wall = _sum(what.hours(w) for w in works), _sum(what.wall(w, gpus) for w in works)
+        goal = GPU_HOURS_GOALS.get(m.profile)
+        missed += [m.profile] if goal is not None and hours[1] > goal else []
+        parts.append(f"`{m.profile}` {_span(*hours)} GPU-hours ({_span(*wall)} h wall on {_gpus(gpus)})"
+                     + (f" against a goal of {goal}" if goal else ""))
+        if largest is None:
+            by_row = {row: _sum(what.hours(w) for w in works if w.row == row) for row in ROWS}
+            largest = max(by_row.items(), key=lambda kv: kv[1][1])
+    rates = "; ".join(f"{label} {goal_rate:,.0f} examples/s" for label, goal_rate in (
+        (lbl, TRAINING_MFU_GOAL * H100_BF16_FLOPS / (6 * BERT_BASE_PARAMS * example_tokens(model, key)))
+        for lbl, key in (("fine-tuning", "finetune"), ("pre-training", "pretrain"))))
+    return (f"**At the training goal** (a what-if, not a measurement): with fine-tuning and pre-training at "
+            f"{TRAINING_MFU_GOAL:.0%} MFU ({rates}, by the MFU formula above) and every other rate as measured, "
+            f"{'; '.join(parts)}. The largest row would then be {largest[0]} at {_span(*largest[1])} GPU-hours. "
+            + (f"With training at the goal alone, still above the GPU-hour goal: {', '.join(f'`{m}`' for m in missed)}."
+               if missed else "Training at the goal would bring every DAG within its GPU-hour goal."))
+
+
 def mfu(model: Model) -> str:
     """Model FLOPs utilisation of training, at the measured rates and at the corrected ones."""
     bench, run = read_result(ENCODING_FILE)["encoding"]["mean_tokens"], read_result(CHECK_FILES[0])
     parts = []
     for key, label, measured_hn in (("finetune", "fine-tuning", run["finetune"][0]["hard_negatives"]),
                                     ("pretrain", "pre-training", run["pretrain"]["hard_negatives"])):
-        r, hn = model.rates[key], model.params["dpr"][key]["hard_negatives"]
-        measured = QUERY_TOKENS + (1 + measured_hn) * bench
-        profile = QUERY_TOKENS + (1 + hn) * (model.sizes.passage_tokens or bench)
+        r = model.rates[key]
+        measured, profile = QUERY_TOKENS + (1 + measured_hn) * bench, example_tokens(model, key)
         share = [6 * BERT_BASE_PARAMS * x * t / H100_BF16_FLOPS * 100 for x, t in (
             (r.low, measured), (r.high, measured), (r.corrected[0], profile), (r.corrected[1], profile))]
         parts.append(f"{label} {_span(*share[:2])}% as measured ({measured:.0f} tokens per example), "
@@ -475,7 +516,7 @@ def render(model: Model, gpus: Sequence[int]) -> str:
               "**Corrections** to the benchmark's conditions:", ""]
     lines += [f"- {note}" for note in model.corrections]
     lines += ["", "**Left out** of the totals, as no benchmark measured it, so the totals are lower bounds:", ""]
-    lines += [f"- {item}" for item in unmeasured(p)] + ["", mfu(model)]
+    lines += [f"- {item}" for item in unmeasured(p)] + ["", mfu(model), "", goal_check(model)]
     return "\n".join(_wrap(line) for block in lines for line in block.rstrip("\n").split("\n")) + "\n"
 
 

@@ -70,6 +70,19 @@ def test_the_three_system_preset_is_priced_as_its_own_dag(model):
     assert cost.three_systems(cost.build("paper_three")) is None
 
 
+def test_the_training_goal_what_if_reprices_training_only(model):
+    """At 25% MFU a bert-base example of the profile's tokens costs 6 x 110M x tokens FLOPs; the other rows keep
+    their measured rates; the sentence names a DAG above its goal only when its hours are."""
+    what = cost.at_training_goal(model)
+    tokens = cost.example_tokens(model, "pretrain")
+    assert what.rates["pretrain"].corrected == pytest.approx((0.25 * 989e12 / (6 * 110e6 * tokens),) * 2)
+    assert what.rates["encoding"] == model.rates["encoding"] and what.rates["sampling"] == model.rates["sampling"]
+    faster = what.stage_hours("pretrain_uncon@2022")[1]
+    assert faster < model.stage_hours("pretrain_uncon@2022")[0]
+    hours = cost._sum(what.hours(w) for n in what.dag for w in what.works[n])
+    assert ("still above the GPU-hour goal: `paper`" in cost.goal_check(model)) == (hours[1] > 60)
+
+
 def test_a_missing_rate_file_is_named(tmp_path, monkeypatch, capsys):
     shutil.copy(cost.RESULTS / cost.ENCODING_FILE, tmp_path)
     monkeypatch.setattr(cost, "RESULTS", tmp_path)
