@@ -31,11 +31,17 @@ $(STAMP): requirements/base.txt requirements/constraints.txt requirements/models
 # Params are checked (values, cross-key rules; then that every input file exists) and dvc.yaml is written for them
 # (the variants params.yaml trains, each stage's code dependencies) before DVC touches any output; afterwards
 # dvc.lock keeps only the entries of the stages the DAG has.
+# Each run appends a line to results/<profile>/runs.log (start time, commit, CPU model, cores, the vector units that
+# decide bf16): a long run resumed over several sessions says on which machines its stages ran.
 repro: $(STAMP)
 	$(PY) -m ecqg.config check
 	$(PY) -m ecqg.config inputs
 	$(PY) -m ecqg.dag write
 	$(PY) -m ecqg.dag prune-lock     # before: the report stage lists what dvc.lock holds
+	@profile=$$(sed -n 's/^profile: *\([a-z_0-9]*\).*/\1/p' params.yaml); mkdir -p results/$$profile; \
+	  cpu=$$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1); \
+	  units=$$(grep -o -w -E 'avx512_bf16|amx_bf16|avx2' /proc/cpuinfo 2>/dev/null | sort -u | tr '\n' ' '); \
+	  echo "$$(date -u +%Y-%m-%dT%H:%M:%SZ) commit $$(git rev-parse --short HEAD 2>/dev/null) | $${cpu:-unknown CPU} | $$(nproc) cores | $${units:-no avx2}" >> results/$$profile/runs.log
 	dvc repro
 
 test: $(STAMP)
