@@ -69,3 +69,15 @@ def test_a_stage_that_left_the_dag_is_listed_and_pruned(tmp_path):
     assert prune_lock(root / "dvc.lock") == ["two"]
     assert set(yaml.safe_load((root / "dvc.lock").read_text())["stages"]) == {"one"}
     assert prune_lock(root / "dvc.lock") == []
+
+
+def test_a_float_dvc_wrote_in_yaml_1_2_is_the_tree_s_number():
+    """DVC records ``lr: 5e-05``; PyYAML reads that back as a string, params.yaml's ``5.0e-5`` as a float: the same
+    value, not a change (mini's page listed 17 stages stale for it on 2 Dec)."""
+    import yaml
+
+    lock = yaml.safe_load("stages:\n  s:\n    cmd: x\n    params:\n      params.yaml:\n        lr: 5e-05\n        k: 3\n")
+    assert lock["stages"]["s"]["params"]["params.yaml"]["lr"] == "5e-05"
+    assert stale_stages(lock, {"lr": 5.0e-5, "k": 3}) == {}
+    assert stale_stages(lock, {"lr": 1.0e-4, "k": 3}) == {"s": ["params lr"]}
+    assert stale_stages(lock, {"lr": "5e-05x", "k": 3}) == {"s": ["params lr"]}

@@ -58,6 +58,19 @@ def _flat(tree, prefix: str = "") -> dict[str, object]:
     return out
 
 
+def _same(recorded, current) -> bool:
+    """A params value as DVC recorded it equals the tree's: DVC writes YAML 1.2 floats (``5e-05``), which PyYAML
+    (YAML 1.1) reads back as strings, so a string that reads as the tree's number is that number."""
+    if recorded == current:
+        return True
+    if isinstance(recorded, str) and isinstance(current, float) and not isinstance(current, bool):
+        try:
+            return float(recorded) == current
+        except ValueError:
+            return False
+    return False
+
+
 def stale_stages(lock: Mapping, params: Mapping, stage_names: set[str] | None = None, root: str | Path = "."
                  ) -> dict[str, list[str]]:
     """``{stage: [what changed]}`` for every stage of ``lock`` (``dvc.lock`` parsed) whose tracked dependencies or
@@ -84,7 +97,7 @@ def stale_stages(lock: Mapping, params: Mapping, stage_names: set[str] | None = 
                 changed.append(path)
         for values in (entry.get("params") or {}).values():
             for key, value in _flat(values).items():
-                if current.get(key, "<absent>") != value:
+                if not _same(value, current.get(key, "<absent>")):
                     changed.append(f"params {key}")
         if changed:
             out[name] = changed
