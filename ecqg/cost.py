@@ -453,9 +453,9 @@ def goal_check(model: Model, gpus: int = 8) -> str:
         if largest is None:
             by_row = {row: _sum(what.hours(w) for w in works if w.row == row) for row in ROWS}
             largest = max(by_row.items(), key=lambda kv: kv[1][1])
-    rates = "; ".join(f"{label} {goal_rate:,.0f} examples/s" for label, goal_rate in (
-        (lbl, TRAINING_MFU_GOAL * H100_BF16_FLOPS / (6 * BERT_BASE_PARAMS * example_tokens(model, key)))
-        for lbl, key in (("fine-tuning", "finetune"), ("pre-training", "pretrain"))))
+    goal_rates = at_training_goal(model).rates
+    rates = "; ".join(f"{label} {goal_rates[key].low:,.0f} examples/s"
+                      for label, key in (("fine-tuning", "finetune"), ("pre-training", "pretrain")))
     return (f"**At the training goal** (a what-if, not a measurement): with fine-tuning and pre-training at "
             f"{TRAINING_MFU_GOAL:.0%} MFU ({rates}, by the MFU formula above) and every other rate as measured, "
             f"{'; '.join(parts)}. The largest row would then be {largest[0]} at {_span(*largest[1])} GPU-hours. "
