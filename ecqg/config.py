@@ -423,6 +423,15 @@ def _yaml_float(value: float) -> str:
     return _yaml_number(text)
 
 
+def _plain_str(text: str) -> bool:
+    """Whether ``text`` written unquoted reads back as the same string in YAML 1.1 (PyYAML, DVC): ``auto`` does,
+    ``no`` does not (ruamel, writing YAML 1.2, leaves it bare and PyYAML reads False; ``mixed_precision: "no"``)."""
+    try:
+        return yaml.safe_load(text) == text
+    except yaml.YAMLError:
+        return False
+
+
 def _input_problem(path: str) -> tuple[str, bool] | None:
     """Why ``path`` cannot be read as an input, and whether that is only its absence; None when it is a readable
     file. No input is a folder: every reader of :mod:`ecqg.data` (``records.read_corpus`` included) reads one file, so
@@ -566,6 +575,8 @@ def render_profile(profile: str, presets_dir: Path = PRESETS_DIR) -> str:
     rt.preserve_quotes = True
     rt.representer.add_representer(type(None), lambda r, _: r.represent_scalar("tag:yaml.org,2002:null", "null"))
     rt.representer.add_representer(float, lambda r, v: r.represent_scalar("tag:yaml.org,2002:float", _yaml_float(v)))
+    rt.representer.add_representer(str, lambda r, v: r.represent_scalar("tag:yaml.org,2002:str", v,
+                                                                        style=None if _plain_str(v) else '"'))
     with open(presets_dir / f"{BASE_PROFILE}.yaml", encoding="utf-8") as handle:
         doc = rt.load(handle)
 

@@ -72,6 +72,16 @@ def test_overlay_changes_only_what_the_preset_lists():
     assert smoke["bm25"] == mini["bm25"]
 
 
+def test_strings_yaml_1_1_reads_otherwise_are_written_quoted(tmp_path, presets):
+    """ruamel writes YAML 1.2, where a bare ``no`` is a string; PyYAML and DVC read it as False (the study preset's
+    float32 ``mixed_precision: "no"``)."""
+    target = tmp_path / "params.yaml"
+    config.write_profile("study", target, presets)
+    assert 'mixed_precision: "no"' in target.read_text()
+    assert config.load(target)["qg"]["train"]["mixed_precision"] == "no"
+    assert config._plain_str("auto") and not any(map(config._plain_str, ("no", "on", "1", "null", "", "a: b")))
+
+
 def test_use_writes_params_and_round_trips_to_base(tmp_path, presets):
     target = tmp_path / "params.yaml"
     config.write_profile("smoke", target, presets)
