@@ -112,6 +112,15 @@ def test_two_processes_sample_the_questions_of_one(tokenizer, workdir):
     two = question_generation.generate(model, tok, "con", inputs, {**params, **TWO}, "test", progress=False)
     assert one[1]["generated"] == 22 and len(one[0]) >= 5, one[1]   # most samples parse
     assert two == one
+    # journalled by two processes (one file each), then taken whole by one: the same batches, whatever the split
+    journalled = question_generation.generate(model, tok, "con", inputs, {**params, **TWO}, "test", progress=False,
+                                              resumable=True)
+    [journal] = (workdir / "outputs" / "checkpoints" / "qg" / "sampling").iterdir()
+    assert sorted(p.name for p in journal.iterdir()) == ["rank-00000.jsonl", "rank-00001.jsonl"]
+    assert journalled == one
+    model.generate = None                                            # a model that can no longer sample anything
+    assert question_generation.generate(model, tok, "con", inputs, params, "test", progress=False,
+                                        resumable=True) == one
 
 
 def test_two_processes_read_like_one(tokenizer, workdir):

@@ -227,6 +227,72 @@ def test_generation_schema_determinism_and_drops(tiny, monkeypatch):
         qg.generate_questions(model, tokenizer, [{**_inputs()[0], "entity": None}], **kwargs)
 
 
+def test_a_cut_sampling_run_resumes_from_its_journal_with_the_uncut_records(tiny, tmp_path, monkeypatch):
+    """A killed run leaves whole batches and a half-written line in its journal; the rerun takes the whole batches,
+    samples only the rest, and returns what the uncut run returned (records, order, drop counts)."""
+    from ecqg.errors import DataFormatError
+    from ecqg.qg.sampling import read_journal
+
+    model, tokenizer = tiny
+    real_decode, decoded = tokenizer.batch_decode, []
+
+    def decode(sequences, **kwargs):                   # noise -> parsable targets, every third sample malformed
+        texts = real_decode(sequences, **kwargs)
+        decoded.append(len(texts))
+        return [f"ans {len(t)} <sep> what is {t[:12]}?" if (len(t) + i) % 3 else "no separator" for i, t in
+                enumerate(texts)]
+
+    monkeypatch.setattr(tokenizer, "batch_decode", decode)
+    kwargs = dict(marking="markers", samples=2, batch_size=1, max_new_tokens=6, seed=7, progress=False)
+    uncut, uncut_drops = qg.generate_questions(model, tokenizer, _inputs(), **kwargs, journal=tmp_path / "uncut")
+    assert qg.generate_questions(model, tokenizer, _inputs(), **kwargs) == (uncut, uncut_drops)  # journal or not
+    lines = (tmp_path / "uncut" / "rank-00000.jsonl").read_text().splitlines(keepends=True)
+    assert len(lines) == 3 and len(read_journal(tmp_path / "uncut")) == 3             # one line a batch
+
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / "rank-00000.jsonl").write_text(lines[0] + lines[1][: len(lines[1]) // 2])  # killed while writing batch 2
+    decoded.clear()
+    resumed, resumed_drops = qg.generate_questions(model, tokenizer, _inputs(), **kwargs, journal=cut)
+    assert decoded == [2, 2]                                                            # batches 2 and 3 sampled
+    assert resumed == uncut and resumed_drops == uncut_drops
+    assert (cut / "rank-00000.jsonl").read_text().splitlines() == [line.rstrip("\n") for line in lines]
+    decoded.clear()
+    assert qg.generate_questions(model, tokenizer, _inputs(), **kwargs, journal=cut)[0] == uncut
+    assert decoded == []                                                                # all three from the journal
+
+    (cut / "rank-00000.jsonl").write_text(lines[0] + "{not json\n" + lines[2])
+    with pytest.raises(DataFormatError, match=r"rank-00000.jsonl, line 2: not JSON"):
+        qg.generate_questions(model, tokenizer, _inputs(), **kwargs, journal=cut)
+
+
+def test_the_stage_journal_is_named_by_the_weights_and_dropped_with_the_checkpoints(tiny, tmp_path, monkeypatch):
+    import torch
+
+    from ecqg import paths
+    from ecqg.pipeline import question_generation
+
+    model, tokenizer = tiny
+    monkeypatch.chdir(tmp_path)
+    params = {"seed": 5, "processes": 1,
+              "qg": {"entity_marking": "markers", "entity_placeholder": None, "source_max_length": 64,
+                     "window_words": None, "generate": {"top_k": 10, "top_p": 0.9, "samples": 1, "batch_size": 2,
+                                                        "max_new_tokens": 4, "autocast": None}}}
+    question_generation.generate(model, tokenizer, "con", _inputs(), params, "con", progress=False)
+    assert not paths.QG_CHECKPOINTS.exists()                                            # not asked: no journal
+    question_generation.generate(model, tokenizer, "con", _inputs(), params, "con", progress=False, resumable=True)
+    [journal] = (paths.QG_CHECKPOINTS / "sampling").iterdir()
+    assert journal.name.startswith("con-") and len((journal / "rank-00000.jsonl").read_text().splitlines()) == 2
+    before = question_generation.weights_digest(model)
+    with torch.no_grad():
+        next(model.parameters()).add_(1e-3)
+    assert question_generation.weights_digest(model) != before                       # another model, another job
+    question_generation.generate(model, tokenizer, "con", _inputs(), params, "con", progress=False, resumable=True)
+    assert len(list((paths.QG_CHECKPOINTS / "sampling").iterdir())) == 2
+    question_generation.drop_checkpoints()
+    assert not any(paths.QG_CHECKPOINTS.iterdir())
+
+
 def tiny_bart(tokenizer, width: int = 16):
     """A random one-layer BART over a BERT WordPiece tokenizer ([CLS] starts, [SEP] ends), ``width`` wide."""
     import torch

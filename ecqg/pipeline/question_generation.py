@@ -158,9 +158,12 @@ def drop_checkpoints() -> None:
 
 
 def generate(model, tokenizer, generator: str, inputs: list[dict], params: Mapping, seed_tag: str,
-             progress: bool = True) -> tuple[list[dict], dict]:
+             progress: bool = True, resumable: bool = False) -> tuple[list[dict], dict]:
     """Sample questions for ``inputs`` with the profile's sampling settings; returns records and drop counts.
-    With ``processes`` above 1 the batches are split over torchrun workers (:mod:`ecqg.parallel`)."""
+    With ``processes`` above 1 the batches are split over torchrun workers (:mod:`ecqg.parallel`).
+    ``resumable``: finished batches are journalled under the generators' checkpoint folder, named by the model's
+    weights, the inputs and the settings, so a cut stage takes them instead of sampling them again
+    (:mod:`ecqg.qg.sampling`); :func:`drop_checkpoints` removes the journals with the rest."""
     from ecqg.qg.sampling import generate_in_processes
 
     settings, gen = params["qg"], params["qg"]["generate"]
@@ -168,10 +171,27 @@ def generate(model, tokenizer, generator: str, inputs: list[dict], params: Mappi
                     top_p=gen["top_p"], samples=gen["samples"], batch_size=gen["batch_size"],
                     max_new_tokens=gen["max_new_tokens"], seed=int(fingerprint_int(params["seed"], seed_tag)),
                     autocast=gen["autocast"], placeholder=placeholder(generator, params), **generator_settings(params))
+    if resumable:
+        job = fingerprint(weights_digest(model), inputs, sampling)
+        sampling["journal"] = paths.QG_CHECKPOINTS / "sampling" / f"{seed_tag}-{job}"
     records, drops = generate_in_processes(model, tokenizer, inputs, params, progress=progress, **sampling)
     for r in records:
         r["generator"] = generator
     return records, dict(drops)
+
+
+def weights_digest(model) -> str:
+    """A hash of a model's weights: names the sampling journal of exactly this generator (a retrained one, even
+    from the same settings, starts a journal of its own)."""
+    import hashlib
+
+    import torch
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 def unconditioned_inputs(params: Mapping) -> tuple[list[dict], dict]:
