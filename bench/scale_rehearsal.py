@@ -35,7 +35,6 @@ import datetime
 import json
 import math
 import os
-import platform
 import random
 import re
 import subprocess
@@ -55,16 +54,6 @@ MARKERS = ("<!-- scale-rehearsal:start (bench/scale_rehearsal.py --write-docs wr
 THREADED = {"index_bm25", "retrieve_bm25", "training_data"}
 STEPS = ("prepare", "index_bm25", "index_tfidf", "retrieve_bm25", "retrieve_tfidf", "training_data", "mixing",
          "pseudo_queries", "tempqg_templates")
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def questions_per_set(passages: int) -> int:
@@ -247,6 +236,7 @@ def parallel_share(point: dict, cores: int, step: str) -> float:
 def rehearse(bundle: Path, root: Path, sizes: list[int], steps=STEPS, progress=print) -> dict:
     """Every step at every size; ``{"sizes": [...], "steps": {step: [{"passages", "seconds", ...}]}}``."""
     from ecqg.config import host_cores
+    from ecqg.device import cpu_name
 
     out: dict = {"cpu": cpu_name(), "cores": host_cores(), "date": datetime.date.today().isoformat(),
                  "sizes": sizes, "inputs": {}, "steps": {s: [] for s in steps}}

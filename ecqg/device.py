@@ -96,6 +96,29 @@ def native_bf16(device_type: str = "cpu") -> bool:
     return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def host() -> dict:
+    """What a stage ran on, for its metrics: a run resumed over several sessions may land on machines of different
+    CPU kinds, and with ``auto`` precision a stage's numbers depend on whether bf16 was native there."""
+    import torch
+
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    return {"cpu": cpu_name(), "cores": os.cpu_count(), "cpu_native_bf16": native_bf16("cpu"), "gpus": gpus}
+
+
 def autocast_dtype(value: str | None, device_type: str = "cpu") -> str | None:
     """Inference autocast on ``device_type``: ``auto`` -> ``bfloat16`` where native, else ``float16`` on a GPU and
     none (float32) on a CPU; explicit values unchanged."""

@@ -192,7 +192,9 @@ def test_smoke_dag_end_to_end(smoke_repo, tmp_path):
     for stage in ["prepare", "index_bm25", "index_tfidf", "retrieve_bm25", "retrieve_tfidf", "training_data",
                   "retrieve_dense_untrained", "01_attention_bias", "02_question_generation", "03_filtering",
                   "04_mixing"] + seeded:
-        assert json.loads((repo / f"results/smoke/stage_{stage}.json").read_text())["wall_time_s"] >= 0
+        record = json.loads((repo / f"results/smoke/stage_{stage}.json").read_text())
+        assert record["wall_time_s"] >= 0 and record["host"]["cpu"] and record["host"]["cores"] >= 1
+        assert isinstance(record["host"]["cpu_native_bf16"], bool)   # a resumed run says on which CPU kind each ran
     assert json.loads((repo / "outputs/train/nq_dev_distant.json").read_text())
     assert len(json.loads((repo / "outputs/train/gold_dpr.json").read_text())) == 200
     training = json.loads((repo / "results/smoke/dpr_baseline_s2022_training.json").read_text())

@@ -32,6 +32,6 @@ def timed_stage(name: str, params: dict) -> Iterator[dict]:
     wall = time.perf_counter() - start
     record = {"stage": name, "profile": params["profile"], "wall_time_s": round(wall, 1),
               "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
-              "machine": f"{platform.machine()} {platform.system()}", **figures}
+              "machine": f"{platform.machine()} {platform.system()}", "host": device.host(), **figures}
     write_json(paths.stage_metrics(name, params["profile"]), record)
     log.info("stage %s: done in %.1f s", name, wall)
