@@ -31,6 +31,9 @@ def metrics(tmp_path):
                                                "seed": 2022, "ratio": 0.5}))
     for stage, seconds in (("results", 30.0), ("prepare", 1.5), ("zzz_new", 60.0)):
         (d / f"stage_{stage}.json").write_text(json.dumps({"stage": stage, "wall_time_s": seconds}))
+    (d / "stage_prepare.json").write_text(json.dumps({"stage": "prepare", "wall_time_s": 1.5, "finished": "2026-12-02",
+                                                      "host": {"cpu": "AMD EPYC", "cores": 2, "cpu_native_bf16": True,
+                                                               "gpus": []}}))
     return d
 
 
@@ -50,7 +53,14 @@ def test_render_results(metrics):
     # wall times: pipeline order first, unknown stages after, and the total
     assert text.index("`prepare`") < text.index("`zzz_new`")
     assert "| **total** | **91.5** | **1.5** |" in text
+    # where each stage ran (a resumed run may span hosts); stages recorded before hosts were: '-'
+    assert "| `prepare` | 1.5 | 0.0 | 2026-12-02 | AMD EPYC, 2 cores, native bf16 |" in text
+    assert "| `results` | 30.0 | 0.5 | - | - |" in text and "kinds of host" not in text
     assert report.render_results(metrics) == text  # deterministic
+    (metrics / "stage_zzz_new.json").write_text(json.dumps({"wall_time_s": 60.0, "host": {
+        "cpu": "Xeon", "cores": 16, "cpu_native_bf16": True, "gpus": ["NVIDIA H200"]}}))
+    text = report.render_results(metrics)
+    assert "| Xeon, 16 cores, native bf16, 1 x NVIDIA H200 |" in text and "ran on 2 kinds of host" in text
 
 
 def test_seed_means_show_their_spread_and_seeded_stages_keep_pipeline_order(tmp_path):

@@ -264,7 +264,7 @@ def render_wall_times(metrics_dir: Path, declared: set[str] | None = None) -> st
     """Every stage's wall time (``stage_<name>.json``), in pipeline order, and the total. ``declared``: the metrics
     files the current pipeline declares (``ecqg.dvc_stages.metric_files``); stage files outside it are left from an
     earlier run of the profile (more seeds, a renamed stage) and are left out, and counted."""
-    times, stale = {}, []
+    times, nodes, stale = {}, {}, []
     for path in sorted(metrics_dir.glob("stage_*.json")):
         if declared is not None and path.as_posix() not in declared and str(path) not in declared:
             stale.append(path.name)
@@ -273,15 +273,29 @@ def render_wall_times(metrics_dir: Path, declared: set[str] | None = None) -> st
         if "wall_time_s" not in node:
             raise ValueError(f"{path}: no 'wall_time_s' (every stage logs its wall time)")
         times[path.stem.removeprefix("stage_")] = float(node["wall_time_s"])
+        nodes[path.stem.removeprefix("stage_")] = node
     if not times:
         return "#### Stage wall times\n\n_No stage has run yet._\n"
-    rows = [[f"`{s}`", f"{times[s]:,.1f}", f"{times[s] / 60:.1f}"] for s in sorted(times, key=_stage_position)]
+    rows = [[f"`{s}`", f"{times[s]:,.1f}", f"{times[s] / 60:.1f}", nodes[s].get("finished", "-"),
+             host_label(nodes[s].get("host"))] for s in sorted(times, key=_stage_position)]
     total = sum(times.values())
-    rows.append(["**total**", f"**{total:,.1f}**", f"**{total / 60:.1f}**"])
+    rows.append(["**total**", f"**{total:,.1f}**", f"**{total / 60:.1f}**", "", ""])
     note = (f" {len(stale)} stage file(s) of earlier runs that the current pipeline no longer declares are left "
             f"out ({', '.join(stale[:4])}{', ...' if len(stale) > 4 else ''}).") if stale else ""
-    return (f"#### Stage wall times\n\nLast run of each stage, from `stage_<name>.json`.{note}\n\n"
-            + md_table(["stage", "seconds", "minutes"], rows))
+    hosts = {row[-1] for row in rows[:-1]} - {"-"}
+    if len(hosts) > 1:
+        note += f" The stages ran on {len(hosts)} kinds of host (a run resumed over sessions): compare times by host."
+    return (f"#### Stage wall times\n\nLast run of each stage, from `stage_<name>.json` (host: the CPU, its cores, "
+            f"whether it has native bf16, and any GPUs; '-' for stages recorded before 2 Dec 2026).{note}\n\n"
+            + md_table(["stage", "seconds", "minutes", "finished", "host"], rows))
+
+
+def host_label(host: Mapping | None) -> str:
+    """``AMD EPYC, 2 cores, no native bf16`` (+ GPUs) from a stage's ``host`` record; '-' when it has none."""
+    if not host:
+        return "-"
+    label = f"{host['cpu']}, {host['cores']} cores, {'native' if host['cpu_native_bf16'] else 'no native'} bf16"
+    return label + (f", {len(host['gpus'])} x {host['gpus'][0]}" if host.get("gpus") else "")
 
 
 def _stage_position(name: str) -> tuple[int, bool, str]:
