@@ -71,13 +71,18 @@ def test_a_stage_that_left_the_dag_is_listed_and_pruned(tmp_path):
     assert prune_lock(root / "dvc.lock") == []
 
 
-def test_a_float_dvc_wrote_in_yaml_1_2_is_the_tree_s_number():
-    """DVC records ``lr: 5e-05``; PyYAML reads that back as a string, params.yaml's ``5.0e-5`` as a float: the same
-    value, not a change (mini's page listed 17 stages stale for it on 2 Dec)."""
-    import yaml
+def test_the_lock_is_read_in_yaml_1_2_as_dvc_writes_it(tmp_path):
+    """DVC records ``lr: 5e-05`` and ``mixed_precision: no``; PyYAML would read them back as a string and False,
+    params.yaml's ``5.0e-5`` and ``"no"`` as a float and a string: the same values, not a change (mini's page listed
+    17 stages stale for the float on 2 Dec; the study's float32 preset would have listed every training stage)."""
+    from ecqg.report.staleness import read_lock
 
-    lock = yaml.safe_load("stages:\n  s:\n    cmd: x\n    params:\n      params.yaml:\n        lr: 5e-05\n        k: 3\n")
-    assert lock["stages"]["s"]["params"]["params.yaml"]["lr"] == "5e-05"
-    assert stale_stages(lock, {"lr": 5.0e-5, "k": 3}) == {}
-    assert stale_stages(lock, {"lr": 1.0e-4, "k": 3}) == {"s": ["params lr"]}
-    assert stale_stages(lock, {"lr": "5e-05x", "k": 3}) == {"s": ["params lr"]}
+    (tmp_path / "dvc.lock").write_text("stages:\n  s:\n    cmd: x\n    params:\n      params.yaml:\n        lr: 5e-05\n"
+                                       "        mixed_precision: no\n        k: 3\n")
+    lock = read_lock(tmp_path / "dvc.lock")
+    current = {"lr": 5.0e-5, "mixed_precision": "no", "k": 3}
+    assert stale_stages(lock, current) == {}
+    assert stale_stages(yaml.safe_load((tmp_path / "dvc.lock").read_text()), current) == {
+        "s": ["params lr", "params mixed_precision"]}                                  # what PyYAML would say
+    assert stale_stages(lock, {**current, "lr": 1.0e-4}) == {"s": ["params lr"]}
+    assert stale_stages(lock, {**current, "mixed_precision": "auto"}) == {"s": ["params mixed_precision"]}
