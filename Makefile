@@ -37,6 +37,7 @@ repro: $(STAMP)
 	$(PY) -m ecqg.config check
 	$(PY) -m ecqg.config inputs
 	$(PY) -m ecqg.dag write
+	$(PY) -m ecqg.dag untracked      # a stray file in a code folder would enter dvc.lock's hashes
 	$(PY) -m ecqg.dag prune-lock     # before: the report stage lists what dvc.lock holds
 	@profile=$$(sed -n 's/^profile: *\([a-z_0-9]*\).*/\1/p' params.yaml); mkdir -p results/$$profile; \
 	  cpu=$$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1); \

@@ -440,11 +440,44 @@ def prune_lock(lock: Path, params_file: Path = Path("params.yaml")) -> list[str]
     return gone
 
 
+def untracked_code_files(root: Path = REPO, dag_file: Path = DVC_YAML) -> list[str]:
+    """Files that DVC would hash into a stage's code folder (``ecqg/retrieval``) but git does not track.
+
+    Why: a folder dependency's hash in dvc.lock covers every file DVC sees in it. A stray file there (an editor's
+    backup, a compiled module written by a tool that ignores PYTHONDONTWRITEBYTECODE) enters the hash, so a clean
+    clone, which lacks the file, calls every stage that imports the folder stale although the code is the same.
+    ``make repro`` refuses to run while this list is not empty."""
+    import subprocess
+
+    import yaml
+    from dvc.repo import Repo
+
+    dag = yaml.safe_load((root / dag_file).read_text(encoding="utf-8"))
+    deps = {dep for stage in (dag.get("stages") or {}).values()
+            for dep in ((stage.get("do") or stage).get("deps") or [])}
+    folders = sorted(dep for dep in deps if "$" not in dep and (root / dep).is_dir()
+                     and subprocess.run(["git", "ls-files", "--error-unmatch", dep], cwd=root,
+                                        capture_output=True).returncode == 0)
+    if not folders:
+        return []
+    others = subprocess.run(["git", "ls-files", "--others", "-z", "--", *folders], cwd=root, check=True,
+                            capture_output=True, text=True).stdout.split("\0")
+    ignore = Repo(str(root)).dvcignore
+
+    def dvc_ignores(rel: str) -> bool:
+        path = root / rel
+        return ignore.is_ignored_file(str(path)) or any(
+            ignore.is_ignored_dir(str(parent)) for parent in path.parents if parent != root and root in parent.parents)
+
+    return sorted(rel for rel in others if rel and not dvc_ignores(rel))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ecqg.dag", description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=("write", "check", "print", "prune-lock"),
+    parser.add_argument("action", choices=("write", "check", "print", "prune-lock", "untracked"),
                         help="write dvc.yaml | check it is current | print it | prune-lock: drop dvc.lock's "
-                             "entries of stages the DAG no longer has")
+                             "entries of stages the DAG no longer has | untracked: refuse files git does not "
+                             "track in the code folders dvc.lock hashes")
     parser.add_argument("--file", default=str(REPO / DVC_YAML))
     parser.add_argument("--params", default=None, help="the params file whose dpr.variants the DAG trains "
                         "(default: params.yaml beside --file)")
@@ -453,6 +486,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         gone = prune_lock(Path(args.file).with_name("dvc.lock"))
         print(f"dvc.lock: {len(gone)} entries of stages no longer in the DAG removed" + (
             f" ({', '.join(gone[:5])}{', ...' if len(gone) > 5 else ''})" if gone else ""))
+        return 0
+    if args.action == "untracked":
+        stray = untracked_code_files(Path(args.file).resolve().parent, Path(Path(args.file).name))
+        if stray:
+            print("files git does not track in the code folders the stages depend on (dvc.lock would hash them, "
+                  "and a clean clone would call the stages stale): " + ", ".join(stray[:10])
+                  + (" ..." if len(stray) > 10 else "") + "; commit, delete or .dvcignore them", file=sys.stderr)
+            return 1
+        print("code folders of the stages: every file is tracked by git")
         return 0
     from ecqg import config
 

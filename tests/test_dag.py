@@ -227,3 +227,28 @@ def test_the_study_profile_trains_five_replicates_of_the_paper_s_three_and_the_d
              for n in doses for seed in seeds}
     assert trained | curve | {f"hybrid@{v}-{s}" for v in ("baseline", "mixed") for s in related} <= names
     assert not {n for n in names if any(k in n for k in ("poly", "etm", "rsm", "tempqg", "pseudo"))}
+
+
+def test_a_stray_file_in_a_code_folder_is_refused_and_what_git_ignores_is_not(tmp_path):
+    """dvc.lock hashes a code folder with every file DVC sees there: a file the clean clone lacks would make every
+    stage importing the folder stale in CI, so `make repro` refuses it; what .gitignore keeps out (.dvcignore
+    mirrors it) is not hashed and passes."""
+    import shutil
+    import subprocess
+
+    from ecqg.dag import untracked_code_files
+
+    root = tmp_path / "repo"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "mod.py").write_text("x = 1\n")
+    (root / "dvc.yaml").write_text("stages:\n  s:\n    cmd: true\n    deps: [pkg, 'out/${seed}']\n")
+    shutil.copy(Path(__file__).resolve().parents[1] / ".dvcignore", root / ".dvcignore")
+    for cmd in (["git", "init", "-q"], ["git", "add", "."], ["dvc", "init", "-q", "--no-scm"]):
+        subprocess.run(cmd, cwd=root, check=True, capture_output=True)
+    assert untracked_code_files(root) == []
+    (root / "pkg" / "__pycache__").mkdir()
+    (root / "pkg" / "__pycache__" / "mod.cpython-311.pyc").write_bytes(b"\0")
+    (root / "pkg" / "mod.py.tmp").write_text("")
+    assert untracked_code_files(root) == []
+    (root / "pkg" / "notes.txt").write_text("a stray file\n")
+    assert untracked_code_files(root) == ["pkg/notes.txt"]
