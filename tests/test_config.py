@@ -216,6 +216,8 @@ def test_make_repro_checks_params_before_dvc_runs():
     lines = [line.strip() for line in recipe.splitlines()[1:]]
     assert lines.index("$(PY) -m ecqg.config check") < lines.index("dvc repro")
     assert lines.index("$(PY) -m ecqg.config inputs") < lines.index("dvc repro")
+    untracked = next(i for i, line in enumerate(lines) if line.startswith("$(PY) -m ecqg.dag untracked"))
+    assert untracked < lines.index("dvc repro")       # and a stray file in a code folder before dvc.lock hashes it
 
 
 def test_config_check_fails_on_a_typo_and_names_the_key(tmp_path):
