@@ -162,8 +162,8 @@ def _dpr_records(n=24):
 
 def test_two_processes_run_a_training_stage_as_one(tokenizer, workdir):
     """Stage 05's pre-training with ``processes: 2`` (two torchrun workers, gloo, each half of every global batch)
-    trains what one process trains: the same losses step by step (to 1e-5) and the same weights (float32 sums taken in
-    another order). The model is dropout-free: with dropout each process draws its own masks, so two
+    trains what one process trains: the same losses step by step (to 2e-5 relative: float32 sums taken in another
+    order drift by ~1e-5 over five steps on AVX-512 CPUs) and the same weights. The model is dropout-free: with dropout each process draws its own masks, so two
     processes train an equally good but not the same model. Weights: all but 1 in 10,000 elements to 1e-5, every one
     within one Adam step (lr)."""
     from ecqg import config
@@ -191,7 +191,7 @@ def test_two_processes_run_a_training_stage_as_one(tokenizer, workdir):
         runs[n] = ([h["loss"] for h in result["history"] if "loss" in h],
                    BiEncoder.load(model).query_encoder.state_dict())
         model.rename(workdir / f"model-{n}")
-    assert len(runs[1][0]) == 5 and runs[2][0] == pytest.approx(runs[1][0], abs=1e-5)
+    assert len(runs[1][0]) == 5 and runs[2][0] == pytest.approx(runs[1][0], rel=2e-5, abs=0)
     diff = torch.cat([(runs[2][1][name] - weight).abs().flatten() for name, weight in runs[1][1].items()])
     # Adam divides by the root of the squared gradients: where a gradient is ~0, float32 sums taken in another order
     # can flip its sign and move that weight by up to one step of lr; everywhere else the weights agree to 1e-5
