@@ -218,7 +218,8 @@ def test_smoke_dag_end_to_end(smoke_repo, tmp_path):
                     for seed in (2022, 2023)]
     assert seed_weights[0] != seed_weights[1], "two seeds trained the same model"
     bias = json.loads((repo / "results/smoke/attention_bias.json").read_text())
-    assert bias["sampling"]["sampled"] == 60 and bias["sampling"]["excluded_test_gold"] > 0
+    studied = yaml.safe_load((repo / "params.yaml").read_text())["attention"]["sample_passages"]
+    assert bias["sampling"]["sampled"] == studied and bias["sampling"]["excluded_test_gold"] > 0
     for encoder in ("dpr_baseline", "untrained"):
         assert 0 < bias["encoders"][encoder]["mean_entropy"] < 6
     entities = [json.loads(line) for line in (repo / "outputs/attention/low_attention_entities.jsonl").open()]
