@@ -17,6 +17,7 @@ What it reads (each optional except that a missing file is said, not hidden):
 (rendered generically: whatever keys they hold), ``mechanism.json`` (``ecqg.pipeline.mechanism.metrics_tree``),
 ``dpr_*_training.json`` (the settings and training-runs tables), ``finetune_curve.json`` /
 ``mechanism_curve.json`` (Table 3 and the mechanism against fine-tuning length, where the profile records them),
+the dose curve's rows of ``table3.json`` (``ecqg.report.dose``, which also draws its figure into ``docs/figures/``),
 and every ``stage_*.json`` (``wall_time_s``, ``finished``).
 The paper's orderings are checked in one table from all of them (``ecqg.report.claim``).
 """
@@ -33,6 +34,7 @@ from ecqg import paths
 from ecqg.io import write_text
 from ecqg.report.claim import claim_intro, render_claim
 from ecqg.report.convergence import render_fine_tuning
+from ecqg.report.dose import draw_dose_curve, figure_path, render_dose_curve
 from ecqg.report.format import CLAIM_BLOCK, SYNTHETIC_STAGES, load_metrics, missing_note
 from ecqg.report.headline import headline, render_comparison
 from ecqg.report.mechanism import render_mechanism
@@ -65,6 +67,9 @@ def render_results(metrics_dir: str | Path, declared: set[str] | None = None) ->
     claim = render_claim({"table3": table3, "comparison": comparison, "bias": bias, "mechanism": mech})
     if claim:
         parts.append(claim)
+    dose = render_dose_curve(metrics_dir, table3, load_metrics(metrics_dir, "mixing.json"))
+    if dose:
+        parts.append(dose)
     fine_tuning = render_fine_tuning(metrics_dir, load_metrics(metrics_dir, "finetune_curve.json"),
                                      load_metrics(metrics_dir, "mechanism_curve.json"))
     if fine_tuning:
@@ -235,6 +240,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         changed = update_files(args.readme, metrics_dir, args.profile, declared)
         write_headline(metrics_dir)
+        figure = draw_dose_curve(metrics_dir, figure_path(metrics_dir.name))
+        if figure:
+            changed.append(figure)
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

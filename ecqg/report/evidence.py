@@ -62,6 +62,22 @@ def between_models(a: Arm | None, b: Arm | None, paired: Mapping | None, key: st
     return conservative(t, stored_bootstrap(paired, paired_key, (a.runs, b.runs)))
 
 
+def against_fixed(a: Arm | None, fixed: float, paired: Mapping | None, key: str,
+                  confidence: float = 0.95) -> Interval | None:
+    """A - F, F one fixed model (the untrained base: no training, so no spread over runs): a t-interval over A's
+    runs minus F, with the question-level SE of the paired difference added. None for fewer than two runs."""
+    if a is None or a.runs < 2:
+        return None
+    paired = paired or {}
+    question_se = se_from_ci(paired.get(f"{key}_ci_low"), paired.get(f"{key}_ci_high"), confidence) or 0.0
+    if len(a.values) == a.runs:
+        return one_sample_interval([v - fixed for v in a.values], question_se, confidence, runs=(a.runs,))
+    if a.sd is None:
+        return None
+    return t_interval(a.mean - fixed, *combined_se(a.sd ** 2 / a.runs, a.runs - 1, question_se), confidence,
+                      "t over runs + questions", (a.runs,))
+
+
 def per_run(block: Mapping | None, measure: str, ci: str | None = None, confidence: float = 0.95
             ) -> tuple[Interval | None, list[float]]:
     """The mean of a measure taken run by run (``s<seed>`` entries with ``<measure>`` and its within-run CI

@@ -1,0 +1,196 @@
+"""The dose curve (issue 47): what the synthetic pre-training does as its set grows, with intervals over training runs.
+
+Why a section of its own: the paper pre-trains on about four times the examples fine-tuning then sees; the first study
+pre-trained on 0.2-0.4 times, and whatever its sets did before fine-tuning was gone after it. The curve asks whether a
+larger dose moves the retriever, and whether Mixed moves it differently from UnCon. Its rows are read from
+``table3.json``: the pre-training-only models at each size of ``mixing.doses`` (``dpr_<set>_d<n>_pre``) and at the
+full set (``dpr_<set>_pre``), each pre-trained with every seed of ``dpr.seeds``; the fine-tuned models, which exist at
+the full set only. Every difference gets its interval over training runs (:mod:`ecqg.report.evidence`), the smallest
+effect the run could detect, and a verdict after Holm over the curve's rows (a family of its own).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from ecqg.report import evidence
+from ecqg.report.format import load_metrics, md_table, num, pval
+
+DOSE_SYSTEM = re.compile(r"dpr_(uncon|mixed)_d(\d+)_pre")
+UNTRAINED = "minilm_untrained"
+KS = (1, 5)
+DATASET = "nq"
+
+
+def _node(tree: Mapping | None, *keys: str) -> Mapping | None:
+    for key in keys:
+        tree = tree.get(key) if isinstance(tree, Mapping) else None
+    return tree if isinstance(tree, Mapping) else None
+
+
+def dose_points(table3: Mapping, full_size: int | None) -> list[tuple[int | None, str, str]]:
+    """``(questions per set, Mixed's system, UnCon's system)`` of each pre-training-only point, smallest first; the
+    full set last (its size from mixing.json, None where unknown). Empty without a dose below the full set."""
+    accuracy = table3.get("accuracy") or {}
+    sizes = sorted({int(m.group(2)) for name in accuracy if (m := DOSE_SYSTEM.fullmatch(name))})
+    points = [(n, f"dpr_mixed_d{n}_pre", f"dpr_uncon_d{n}_pre") for n in sizes
+              if f"dpr_mixed_d{n}_pre" in accuracy and f"dpr_uncon_d{n}_pre" in accuracy]
+    if points and "dpr_mixed_pre" in accuracy and "dpr_uncon_pre" in accuracy:
+        points.append((full_size, "dpr_mixed_pre", "dpr_uncon_pre"))
+    return points
+
+
+def _arm(table3: Mapping, system: str, k: int) -> evidence.Arm | None:
+    return evidence.arm(_node(table3.get("accuracy"), system, DATASET, "all"), f"top{k}")
+
+
+def _paired(table3: Mapping, a: str, b: str) -> Mapping | None:
+    return _node(table3.get("paired"), f"{a}_minus_{b}", DATASET, "all")
+
+
+def _row(table3: Mapping, label: str, size: int | None, a: str, b: str, k: int, stage: str) -> dict | None:
+    """A - B at Top-k over runs: two arms of runs, or (B the untrained base, one fixed model) A's runs against it."""
+    arm_a, arm_b, node = _arm(table3, a, k), _arm(table3, b, k), _paired(table3, a, b)
+    if arm_a is None or arm_b is None or node is None:
+        return None
+    if b == UNTRAINED:
+        interval = evidence.against_fixed(arm_a, arm_b.mean, node, f"top{k}")
+        runs = (arm_a.runs,)
+    else:
+        interval = evidence.between_models(arm_a, arm_b, node, f"top{k}", f"top{k}")
+        runs = (arm_a.runs, arm_b.runs)
+    return {"label": label, "size": size, "k": k, "stage": stage, "runs": interval, "arm_runs": runs,
+            "q_diff": node.get(f"top{k}_diff"), "q_low": node.get(f"top{k}_ci_low"),
+            "q_high": node.get(f"top{k}_ci_high"), "q_p": node.get(f"top{k}_p"), "n": node.get("n"),
+            "paper": None, "direction": 1.0, "digits": 1}
+
+
+def dose_rows(table3: Mapping, full_size: int | None) -> list[dict]:
+    """Every row of the curve with its verdict (Holm over the curve's rows): at each size, Mixed-pre - UnCon-pre and
+    each pre-trained set against the untrained base; at the full set, the fine-tuned Mixed - UnCon and Mixed - DPR."""
+    from ecqg.report.claim import with_verdicts
+
+    rows = []
+    for size, mixed, uncon in dose_points(table3, full_size):
+        for k in KS:
+            rows += [_row(table3, "Mixed - UnCon", size, mixed, uncon, k, "pre-training only"),
+                     _row(table3, "UnCon - MiniLM", size, uncon, UNTRAINED, k, "pre-training only"),
+                     _row(table3, "Mixed - MiniLM", size, mixed, UNTRAINED, k, "pre-training only")]
+    if rows:
+        size = dose_points(table3, full_size)[-1][0]
+        for k in KS:
+            rows += [_row(table3, "Mixed - UnCon", size, "dpr_mixed", "dpr_uncon", k, "fine-tuned"),
+                     _row(table3, "Mixed - DPR", size, "dpr_mixed", "dpr_baseline", k, "fine-tuned")]
+    return with_verdicts([r for r in rows if r is not None])
+
+
+def _examples(metrics_dir: Path, pattern: str) -> int | None:
+    """The mean examples a training phase saw over its runs' training files."""
+    counts = [load_metrics(p.parent, p.name).get("train_examples") for p in sorted(metrics_dir.glob(pattern))]
+    counts = [c for c in counts if c]
+    return round(sum(counts) / len(counts)) if counts else None
+
+
+def dose_ratios(metrics_dir: Path, sizes: list[int | None]) -> dict[int | None, float]:
+    """Pre-training examples per fine-tuning example at each size (Mixed's pre-training; UnCon's is the same size)."""
+    finetune = _examples(metrics_dir, "dpr_baseline_s*_training.json")
+    out = {}
+    for i, size in enumerate(sizes):
+        name = "dpr_mixed_pre" if i == len(sizes) - 1 else f"dpr_mixed_d{size}_pre"
+        pre = _examples(metrics_dir, f"{name}_s*_training.json")
+        if pre and finetune:
+            out[size] = pre / finetune
+    return out
+
+
+def full_set_size(mixing: Mapping | None) -> int | None:
+    total = _node(mixing, "sets")
+    return int(total["total"]) if total and total.get("total") else None
+
+
+def _interval(row: Mapping) -> str:
+    if row["runs"] is None:
+        return "–"
+    d = row["digits"]
+    return (f"{num(row['diff'], d, signed=True)} [{num(row['low'], d, signed=True)}, "
+            f"{num(row['high'], d, signed=True)}]")
+
+
+def render_dose_curve(metrics_dir: Path, table3: Mapping | None, mixing: Mapping | None) -> str:
+    """The page's section: the table of the curve and where its figure is; empty without doses."""
+    if not table3:
+        return ""
+    rows = dose_rows(table3, full_set_size(mixing))
+    if not rows:
+        return ""
+    sizes = [p[0] for p in dose_points(table3, full_set_size(mixing))]
+    ratios = dose_ratios(metrics_dir, sizes)
+    table = [[f"{r['size']:,}" if r["size"] else "full set",
+              f"{ratios[r['size']]:.1f}x" if r["size"] in ratios else "–", r["stage"], f"{r['label']}, Top-{r['k']}",
+              " v ".join(str(n) for n in r["arm_runs"]), _interval(r),
+              pval(r["p_holm"]) if r["p_holm"] is not None else "–",
+              num(r["detectable"], 1) if r["detectable"] is not None else "–",
+              _interval({**r, "runs": 1, "diff": r["q_diff"], "low": r["q_low"], "high": r["q_high"]})
+              if r["q_diff"] is not None else "–", r["verdict"]] for r in rows]
+    return ("#### The dose curve\n\n"
+            "NQ test Top-k as the synthetic set grows (questions per set; `dose`: pre-training examples per example "
+            "fine-tuning sees, the paper's is about 4x). At every size each set is pre-trained with every training "
+            "seed and searched right after pre-training; the fine-tuned models exist at the full set only. MiniLM: the "
+            "untrained base every model starts from (one fixed model). Intervals over training runs as in the claims "
+            "table; Holm over the curve's rows; `detectable`: the smallest difference found with 80% power. Figure: "
+            f"`{figure_path(metrics_dir.name).as_posix()}` (`python -m ecqg.report` draws it).\n\n"
+            + md_table(["questions per set", "dose", "models", "difference", "runs", "here [95% CI over runs]",
+                        "p (Holm)", "detectable", "over questions only [95% CI]", "verdict"], table,
+                       ["r", "r", "l", "l", "r", "r", "r", "r", "r", "l"]))
+
+
+def figure_path(profile: str) -> Path:
+    return Path("docs") / "figures" / f"{profile}_dose_curve.png"
+
+
+def draw_dose_curve(metrics_dir: Path, out: Path) -> Path | None:
+    """Mixed - UnCon (and each set against the untrained base) against the dose, one panel per Top-k, each point
+    with its 95% interval over training runs; the fine-tuned differences at the full set beside them. None without
+    doses."""
+    table3, mixing = load_metrics(metrics_dir, "table3.json"), load_metrics(metrics_dir, "mixing.json")
+    rows = dose_rows(table3 or {}, full_set_size(mixing))
+    if not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = [p[0] for p in dose_points(table3, full_set_size(mixing))]
+    xs = {size: i for i, size in enumerate(sizes)}
+    styles = {("pre-training only", "Mixed - UnCon"): ("C3", "o", 0.0),
+              ("pre-training only", "UnCon - MiniLM"): ("C0", "s", -0.12),
+              ("pre-training only", "Mixed - MiniLM"): ("C1", "^", 0.12),
+              ("fine-tuned", "Mixed - UnCon"): ("C3", "D", 0.3), ("fine-tuned", "Mixed - DPR"): ("k", "D", 0.42)}
+    fig, axes = plt.subplots(1, len(KS), figsize=(5.2 * len(KS), 4), sharex=True)
+    for ax, k in zip(axes, KS):
+        for (stage, label), (color, marker, shift) in styles.items():
+            points = [r for r in rows if r["k"] == k and r["stage"] == stage and r["label"] == label
+                      and r["runs"] is not None]
+            if not points:
+                continue
+            x = [xs[r["size"]] + shift for r in points]
+            y = [r["diff"] for r in points]
+            err = [[r["diff"] - r["low"] for r in points], [r["high"] - r["diff"] for r in points]]
+            ax.errorbar(x, y, yerr=err, color=color, marker=marker, capsize=3,
+                        linestyle="-" if stage == "pre-training only" else "none",
+                        mfc="white" if stage == "fine-tuned" else color, label=f"{label} ({stage})")
+        ax.axhline(0, color="grey", linewidth=0.8)
+        ax.set_xticks(range(len(sizes)), [f"{s:,}" if s else "full" for s in sizes])
+        ax.set_xlabel("synthetic questions per set")
+        ax.set_ylabel(f"NQ Top-{k} difference (points)")
+        ax.set_title(f"Top-{k}, 95% CI over training runs")
+    axes[0].legend(fontsize=7, loc="best")
+    fig.suptitle(f"The dose curve ({metrics_dir.name} profile)")
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
