@@ -175,7 +175,7 @@ def test_broken_claim_markers_are_an_error(metrics, tmp_path, capsys):
         report.update_files(readme, metrics)
 
 
-@pytest.mark.parametrize("profile", ["mini", "study"])
+@pytest.mark.parametrize("profile", ["mini", "study", "replicates"])
 def test_committed_results_pages_and_the_readme_are_current(profile, monkeypatch):
     """What the repository shows is what its metrics say: each committed profile's page and the README's table
     (from the repository root, as the report stage runs)."""
