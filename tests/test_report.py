@@ -426,22 +426,27 @@ def test_one_run_per_arm_gives_no_verdict_about_trained_models(metrics):
     assert (row["diff"], row["low"], row["high"]) == (5.0, 4.0, 6.0)        # shown, named for what it is
 
 
-def test_the_readme_verdict_is_what_the_study_metrics_say():
-    """The README's hand-written answer is checked against the claims the study's metrics give over training runs:
-    nothing about trained models shown either way, the figures it quotes (interval, detectable effect, power at the
-    paper's size, the premise rows) those of the generated table."""
+def _committed_claims(profile: str) -> tuple[dict, dict, str]:
+    """A committed profile's claims rows by claim text, its metrics, and the README as one line of words."""
     from pathlib import Path
 
     from ecqg.report.claim import claim_rows
     from ecqg.report.format import load_metrics
 
     root = Path(__file__).resolve().parents[1]
-    study = root / "results" / "study"
-    metrics = {name: load_metrics(study, f"{file}.json") for name, file in (
+    folder = root / "results" / profile
+    metrics = {name: load_metrics(folder, f"{file}.json") for name, file in (
         ("table3", "table3"), ("comparison", "encoder_comparison"), ("bias", "attention_bias"),
-        ("mechanism", "mechanism"))}
+        ("mechanism", "mechanism"), ("mixing", "mixing"))}
     rows = {r["claim"].removesuffix(r.get("detail", "")): r for r in claim_rows(metrics)}
-    readme = " ".join((root / "README.md").read_text(encoding="utf-8").split())
+    return rows, metrics, " ".join((root / "README.md").read_text(encoding="utf-8").split())
+
+
+def test_the_readme_verdict_is_what_the_study_metrics_say():
+    """The README's hand-written answer is checked against the claims the study's metrics give over training runs:
+    nothing about trained models shown either way, the figures it quotes (interval, detectable effect, power at the
+    paper's size, the premise rows) those of the generated table."""
+    rows, _, readme = _committed_claims("study")
 
     def interval(row) -> str:
         d = 3 if row["unit"] == "nats" else 2 if row["unit"] == "score" else 1
@@ -470,19 +475,9 @@ def test_the_readme_verdict_is_what_the_study_metrics_say():
 def test_the_readme_answer_of_the_replicates_run_is_what_its_metrics_say():
     """The README's hand-written paragraph on the five-run profile quotes the generated claims table and dose curve:
     retrieval reversed over runs, the attention rows as stated, each figure the table's."""
-    from pathlib import Path
-
     from ecqg.report import dose
-    from ecqg.report.claim import claim_rows
-    from ecqg.report.format import load_metrics
 
-    root = Path(__file__).resolve().parents[1]
-    folder = root / "results" / "replicates"
-    metrics = {name: load_metrics(folder, f"{file}.json") for name, file in (
-        ("table3", "table3"), ("comparison", "encoder_comparison"), ("bias", "attention_bias"),
-        ("mechanism", "mechanism"))}
-    rows = {r["claim"].removesuffix(r.get("detail", "")): r for r in claim_rows(metrics)}
-    readme = " ".join((root / "README.md").read_text(encoding="utf-8").split())
+    rows, metrics, readme = _committed_claims("replicates")
 
     def ci(row, d: int = 1) -> str:
         return f"[{row['low']:+.{d}f}, {row['high']:+.{d}f}]"
@@ -505,7 +500,7 @@ def test_the_readme_answer_of_the_replicates_run_is_what_its_metrics_say():
     least = rows["mechanism: Mixed-DPR - DPR, Top-5 on the least-attended answer entity's questions > 0"]
     assert least["verdict"] == "reversed" and f"{least['diff']:.1f} {ci(least)}" in readme
     curve = {(r["size"], r["label"], r["stage"], r["k"]): r["diff"]
-             for r in dose.dose_rows(metrics["table3"], dose.full_set_size(load_metrics(folder, "mixing.json")))}
+             for r in dose.dose_rows(metrics["table3"], dose.full_set_size(metrics["mixing"]))}
     assert f"UnCon {curve[(400, 'UnCon - MiniLM', 'pre-training only', 1)]:.1f} at 400 questions, " \
            f"{curve[(1600, 'UnCon - MiniLM', 'pre-training only', 1)]:.1f} at 1,600" in readme
     assert f"Mixed {curve[(400, 'Mixed - MiniLM', 'pre-training only', 1)]:.1f} and " \
