@@ -18,7 +18,6 @@ what it is. The paper's values come from the constants the project keeps them in
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
@@ -26,27 +25,19 @@ from ecqg.analysis.encoder_comparison import PAPER
 from ecqg.pipeline.attention_bias import PAPER_POSITION_BIAS
 from ecqg.pipeline.results import PAPER_TABLE3
 from ecqg.report import evidence
-from ecqg.report.format import md_table, num, pval
+from ecqg.report.format import interval_text, md_table, num, pval, subtree
 from ecqg.analysis.stats import ALPHA, ONE_RUN, POWER, detectable_effect, holm_checked, power_at, verdict
 
 Getter = Callable[[Mapping], "dict | None"]
 
 
-def _path(tree: Mapping | None, *keys: str) -> Mapping | None:
-    for key in keys:
-        if not isinstance(tree, Mapping):
-            return None
-        tree = tree.get(key)
-    return tree if isinstance(tree, Mapping) else None
-
-
 def _table3(a: str, b: str, k: int) -> Getter:
     def get(m: Mapping) -> dict | None:
-        acc = _path(m.get("table3"), "accuracy")
-        node = _path(m.get("table3"), "paired", f"{a}_minus_{b}", "nq", "all")
+        acc = subtree(m.get("table3"), "accuracy")
+        node = subtree(m.get("table3"), "paired", f"{a}_minus_{b}", "nq", "all")
         if node is None or node.get(f"top{k}_diff") is None:
             return None
-        arms = [evidence.arm(_path(acc, s, "nq", "all"), f"top{k}") for s in (a, b)]
+        arms = [evidence.arm(subtree(acc, s, "nq", "all"), f"top{k}") for s in (a, b)]
         return {"n": node.get("n"), "q_diff": node[f"top{k}_diff"], "q_low": node.get(f"top{k}_ci_low"),
                 "q_high": node.get(f"top{k}_ci_high"), "q_p": node.get(f"top{k}_p"), "digits": 1,
                 "runs": evidence.between_models(*arms, node, f"top{k}", f"top{k}"),
@@ -56,10 +47,10 @@ def _table3(a: str, b: str, k: int) -> Getter:
 
 def _attention(pair: str, metric: str, digits: int) -> Getter:
     def get(m: Mapping) -> dict | None:
-        node = _path(m.get("comparison"), "attention", "paired", pair)
+        node = subtree(m.get("comparison"), "attention", "paired", pair)
         if node is None or node.get(f"{metric}_diff") is None:
             return None
-        seeds = _path(m.get("comparison"), "seeds", "attention_paired", pair)
+        seeds = subtree(m.get("comparison"), "seeds", "attention_paired", pair)
         interval, values = evidence.per_run(seeds, f"{metric}_diff", ci=metric)
         return {"n": node.get(f"{metric}_n"), "q_diff": node[f"{metric}_diff"],
                 "q_low": node.get(f"{metric}_ci_low"), "q_high": node.get(f"{metric}_ci_high"),
@@ -74,10 +65,10 @@ def _runs_detail(values: list[float], digits: int) -> str:
 
 def _probe(system: str) -> Getter:
     def get(m: Mapping) -> dict | None:
-        node = _path(m.get("comparison"), "table1_probe", system)
+        node = subtree(m.get("comparison"), "table1_probe", system)
         if node is None or node.get("difference") is None:
             return None
-        interval, values = evidence.per_run(_path(m.get("comparison"), "seeds", "table1_probe", system),
+        interval, values = evidence.per_run(subtree(m.get("comparison"), "seeds", "table1_probe", system),
                                             "difference")
         if interval is not None:
             interval = _one_model(interval)
@@ -97,7 +88,7 @@ def _position_bias(system: str, key: str) -> Getter:
     """Stage 01's share (of passages) minus the 50% of no bias: measured on the first run's DPR only, so no interval
     over runs; its passage-level CI is shown."""
     def get(m: Mapping) -> dict | None:
-        node = _path(m.get("bias"), "encoders", system)
+        node = subtree(m.get("bias"), "encoders", system)
         if node is None or node.get(key) is None:
             return None
         ci = node.get(f"{key}_ci") or [None, None]
@@ -112,8 +103,8 @@ def _retrieval_premise(system: str, k: int) -> Getter:
     """Top-k on the questions whose answer is the system's least-attended entity of the gold passage, minus on those
     whose answer is its most-attended one (07's slices): the paper's premise says below 0."""
     def get(m: Mapping) -> dict | None:
-        node = _path(m.get("mechanism"), "entity_attention", "accuracy", system)
-        least, most = _path(node, "least attended"), _path(node, "most attended")
+        node = subtree(m.get("mechanism"), "entity_attention", "accuracy", system)
+        least, most = subtree(node, "least attended"), subtree(node, "most attended")
         if least is None or most is None or least.get(f"top{k}") is None or most.get(f"top{k}") is None:
             return None
         diff = least[f"top{k}"] - most[f"top{k}"]
@@ -131,9 +122,9 @@ def _moved_sentence(system: str, reference: str) -> Getter:
     difference must point against B's gap (its ``direction``) without carrying A past 0 to a larger gap on the other
     side (``overshoot``); both gaps go into the row's text, since the difference alone cannot tell."""
     def get(m: Mapping) -> dict | None:
-        moved = _path(m.get("mechanism"), "moved_sentence")
-        node = _path(moved, "paired", f"{system}_minus_{reference}")
-        a, b = _path(moved, "systems", system), _path(moved, "systems", reference)
+        moved = subtree(m.get("mechanism"), "moved_sentence")
+        node = subtree(moved, "paired", f"{system}_minus_{reference}")
+        a, b = subtree(moved, "systems", system), subtree(moved, "systems", reference)
         if node is None or a is None or b is None or node.get("gap") is None or not b.get("gap") \
                 or a.get("gap") is None:
             return None
@@ -150,11 +141,11 @@ def _moved_sentence(system: str, reference: str) -> Getter:
 
 def _entity_split(a: str, b: str, split: str, k: int) -> Getter:
     def get(m: Mapping) -> dict | None:
-        mech = _path(m.get("mechanism"), "entity_attention")
-        node = _path(mech, "paired", f"{a}_minus_{b}", split)
+        mech = subtree(m.get("mechanism"), "entity_attention")
+        node = subtree(mech, "paired", f"{a}_minus_{b}", split)
         if node is None or node.get(f"top{k}_diff") is None:
             return None
-        arms = [evidence.arm(_path(mech, "accuracy", s, split), f"top{k}") for s in (a, b)]
+        arms = [evidence.arm(subtree(mech, "accuracy", s, split), f"top{k}") for s in (a, b)]
         return {"n": node.get("n"), "q_diff": node[f"top{k}_diff"], "q_low": node.get(f"top{k}_ci_low"),
                 "q_high": node.get(f"top{k}_ci_high"), "q_p": node.get(f"top{k}_p"), "digits": 1,
                 "runs": evidence.between_models(*arms, node, f"top{k}", f"top{k}"),
@@ -277,15 +268,6 @@ def runs_text(row: Mapping) -> str:
     return " v ".join(str(n) for n in row.get("arm_runs", ())) or "–"
 
 
-def _interval_text(diff, low, high, digits: int, unit: str) -> str:
-    if diff is None:
-        return "–"
-    text = num(diff, digits, signed=True)
-    if low is not None and high is not None and not (isinstance(low, float) and math.isnan(low)):
-        text += f" [{num(low, digits, signed=True)}, {num(high, digits, signed=True)}]"
-    return f"{text} {unit}"
-
-
 def render_claim(metrics: Mapping, heading: bool = True) -> str:
     rows = claim_rows(metrics)
     if not rows:
@@ -295,8 +277,8 @@ def render_claim(metrics: Mapping, heading: bool = True) -> str:
     for r in rows:
         d = r["digits"]
         paper = "prediction" if r["paper"] is None else num(r["paper"], 2 if r["unit"] == "nats" else 1, signed=True)
-        over_runs = (_interval_text(r["diff"], r["low"], r["high"], d, r["unit"]) if r["runs"] is not None else "–")
-        question_level = _interval_text(r["q_diff"], r.get("q_low"), r.get("q_high"), d, "")
+        over_runs = (interval_text(r["diff"], r["low"], r["high"], d, r["unit"]) if r["runs"] is not None else "–")
+        question_level = interval_text(r["q_diff"], r.get("q_low"), r.get("q_high"), d, "")
         if r.get("q_note") and question_level != "–":
             question_level += f"({r['q_note']})"
         table.append([r["claim"], paper, runs_text(r), str(r["n"] if r["n"] is not None else "–"), over_runs,

@@ -16,18 +16,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ecqg.report import evidence
-from ecqg.report.format import load_metrics, md_table, num, pval
+from ecqg.report.claim import with_verdicts
+from ecqg.report.format import interval_text, load_metrics, md_table, num, pval, subtree
 
 DOSE_SYSTEM = re.compile(r"dpr_(uncon|mixed)_d(\d+)_pre")
 UNTRAINED = "minilm_untrained"
 KS = (1, 5)
 DATASET = "nq"
-
-
-def _node(tree: Mapping | None, *keys: str) -> Mapping | None:
-    for key in keys:
-        tree = tree.get(key) if isinstance(tree, Mapping) else None
-    return tree if isinstance(tree, Mapping) else None
 
 
 def dose_points(table3: Mapping, full_size: int | None) -> list[tuple[int | None, str, str]]:
@@ -43,11 +38,11 @@ def dose_points(table3: Mapping, full_size: int | None) -> list[tuple[int | None
 
 
 def _arm(table3: Mapping, system: str, k: int) -> evidence.Arm | None:
-    return evidence.arm(_node(table3.get("accuracy"), system, DATASET, "all"), f"top{k}")
+    return evidence.arm(subtree(table3.get("accuracy"), system, DATASET, "all"), f"top{k}")
 
 
 def _paired(table3: Mapping, a: str, b: str) -> Mapping | None:
-    return _node(table3.get("paired"), f"{a}_minus_{b}", DATASET, "all")
+    return subtree(table3.get("paired"), f"{a}_minus_{b}", DATASET, "all")
 
 
 def _row(table3: Mapping, label: str, size: int | None, a: str, b: str, k: int, stage: str) -> dict | None:
@@ -70,16 +65,15 @@ def _row(table3: Mapping, label: str, size: int | None, a: str, b: str, k: int, 
 def dose_rows(table3: Mapping, full_size: int | None) -> list[dict]:
     """Every row of the curve with its verdict (Holm over the curve's rows): at each size, Mixed-pre - UnCon-pre and
     each pre-trained set against the untrained base; at the full set, the fine-tuned Mixed - UnCon and Mixed - DPR."""
-    from ecqg.report.claim import with_verdicts
-
     rows = []
-    for size, mixed, uncon in dose_points(table3, full_size):
+    points = dose_points(table3, full_size)
+    for size, mixed, uncon in points:
         for k in KS:
             rows += [_row(table3, "Mixed - UnCon", size, mixed, uncon, k, "pre-training only"),
                      _row(table3, "UnCon - MiniLM", size, uncon, UNTRAINED, k, "pre-training only"),
                      _row(table3, "Mixed - MiniLM", size, mixed, UNTRAINED, k, "pre-training only")]
-    if rows:
-        size = dose_points(table3, full_size)[-1][0]
+    if points:
+        size = points[-1][0]
         for k in KS:
             rows += [_row(table3, "Mixed - UnCon", size, "dpr_mixed", "dpr_uncon", k, "fine-tuned"),
                      _row(table3, "Mixed - DPR", size, "dpr_mixed", "dpr_baseline", k, "fine-tuned")]
@@ -93,47 +87,38 @@ def _examples(metrics_dir: Path, pattern: str) -> int | None:
     return round(sum(counts) / len(counts)) if counts else None
 
 
-def dose_ratios(metrics_dir: Path, sizes: list[int | None]) -> dict[int | None, float]:
-    """Pre-training examples per fine-tuning example at each size (Mixed's pre-training; UnCon's is the same size)."""
+def dose_ratios(metrics_dir: Path, points: list[tuple[int | None, str, str]]) -> dict[int | None, float]:
+    """Pre-training examples per fine-tuning example at each point (Mixed's pre-training; UnCon's is the same size)."""
     finetune = _examples(metrics_dir, "dpr_baseline_s*_training.json")
     out = {}
-    for i, size in enumerate(sizes):
-        name = "dpr_mixed_pre" if i == len(sizes) - 1 else f"dpr_mixed_d{size}_pre"
-        pre = _examples(metrics_dir, f"{name}_s*_training.json")
+    for size, mixed, _ in points:
+        pre = _examples(metrics_dir, f"{mixed}_s*_training.json")
         if pre and finetune:
             out[size] = pre / finetune
     return out
 
 
 def full_set_size(mixing: Mapping | None) -> int | None:
-    total = _node(mixing, "sets")
+    total = subtree(mixing, "sets")
     return int(total["total"]) if total and total.get("total") else None
-
-
-def _interval(row: Mapping) -> str:
-    if row["runs"] is None:
-        return "–"
-    d = row["digits"]
-    return (f"{num(row['diff'], d, signed=True)} [{num(row['low'], d, signed=True)}, "
-            f"{num(row['high'], d, signed=True)}]")
 
 
 def render_dose_curve(metrics_dir: Path, table3: Mapping | None, mixing: Mapping | None) -> str:
     """The page's section: the table of the curve and where its figure is; empty without doses."""
     if not table3:
         return ""
+    points = dose_points(table3, full_set_size(mixing))
     rows = dose_rows(table3, full_set_size(mixing))
     if not rows:
         return ""
-    sizes = [p[0] for p in dose_points(table3, full_set_size(mixing))]
-    ratios = dose_ratios(metrics_dir, sizes)
+    ratios = dose_ratios(metrics_dir, points)
     table = [[f"{r['size']:,}" if r["size"] else "full set",
               f"{ratios[r['size']]:.1f}x" if r["size"] in ratios else "–", r["stage"], f"{r['label']}, Top-{r['k']}",
-              " v ".join(str(n) for n in r["arm_runs"]), _interval(r),
+              " v ".join(str(n) for n in r["arm_runs"]),
+              interval_text(r["diff"], r["low"], r["high"], 1, "").rstrip() if r["runs"] is not None else "–",
               pval(r["p_holm"]) if r["p_holm"] is not None else "–",
               num(r["detectable"], 1) if r["detectable"] is not None else "–",
-              _interval({**r, "runs": 1, "diff": r["q_diff"], "low": r["q_low"], "high": r["q_high"]})
-              if r["q_diff"] is not None else "–", r["verdict"]] for r in rows]
+              interval_text(r["q_diff"], r["q_low"], r["q_high"], 1, "").rstrip(), r["verdict"]] for r in rows]
     return ("#### The dose curve\n\n"
             "NQ test Top-k as the synthetic set grows (questions per set; `dose`: pre-training examples per example "
             "fine-tuning sees, the paper's is about 4x). At every size each set is pre-trained with every training "
@@ -163,7 +148,7 @@ def draw_dose_curve(metrics_dir: Path, out: Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sizes = [p[0] for p in dose_points(table3, full_set_size(mixing))]
+    sizes = list(dict.fromkeys(r["size"] for r in rows))      # rows run from the smallest size to the full set
     xs = {size: i for i, size in enumerate(sizes)}
     styles = {("pre-training only", "Mixed - UnCon"): ("C3", "o", 0.0),
               ("pre-training only", "UnCon - MiniLM"): ("C0", "s", -0.12),

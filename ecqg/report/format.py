@@ -50,6 +50,24 @@ def missing_note(metrics_dir: Path, name: str, stage: str) -> str:
     return f"_The {stage} stage has not run yet (no `{metrics_dir / name}`)._\n"
 
 
+def subtree(tree: Mapping | None, *keys: str) -> Mapping | None:
+    """The mapping at ``tree[k1][k2]...``, or None where a key is missing or leads to a non-mapping."""
+    for key in keys:
+        if not isinstance(tree, Mapping):
+            return None
+        tree = tree.get(key)
+    return tree if isinstance(tree, Mapping) else None
+
+
+def interval_text(diff, low, high, digits: int, unit: str) -> str:
+    if diff is None:
+        return "–"
+    text = num(diff, digits, signed=True)
+    if low is not None and high is not None and not (isinstance(low, float) and math.isnan(low)):
+        text += f" [{num(low, digits, signed=True)}, {num(high, digits, signed=True)}]"
+    return f"{text} {unit}"
+
+
 def md_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: Sequence[str] | None = None) -> str:
     align = align or ["l"] + ["r"] * (len(header) - 1)
     rule = ["---:" if a == "r" else "---" for a in align]
