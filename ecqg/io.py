@@ -137,12 +137,18 @@ def write_json(path: str | Path, obj: Any) -> Path:
     return write_text(path, json.dumps(obj, ensure_ascii=False, indent=2, sort_keys=False) + "\n")
 
 
+# Reading: "utf-8-sig" is UTF-8 that drops a byte-order mark at the start of the file (one that Windows tools such as
+# Excel or Notepad write), which would otherwise stay inside the first field ("\ufeffwho was ...") or make json
+# refuse the file. A BOM anywhere else is kept, as UTF-8 is.
+READ_ENCODING = "utf-8-sig"
+
+
 def open_text(path: str | Path):
-    """Open a text file for reading, transparently un-gzipping ``*.gz``."""
+    """Open a text file for reading, transparently un-gzipping ``*.gz``; a leading UTF-8 BOM is dropped."""
     path = Path(path)
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+        return gzip.open(path, "rt", encoding=READ_ENCODING)
+    return open(path, encoding=READ_ENCODING)
 
 
 _READ_ERRORS = (EOFError, gzip.BadGzipFile, UnicodeDecodeError, zlib.error)
@@ -163,8 +169,9 @@ def _unreadable(path: str | Path, where: str, exc: Exception):
 
 
 def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """Yield ``(line_number, line)`` of a UTF-8 text file (``*.gz`` un-gzipped). Bytes are decoded line by line,
-    so bytes that are not UTF-8 or a gzip stream that ends early raise DataFormatError naming the exact line."""
+    """Yield ``(line_number, line)`` of a UTF-8 text file (``*.gz`` un-gzipped; a leading BOM dropped). Bytes are
+    decoded line by line, so bytes that are not UTF-8 or a gzip stream that ends early raise DataFormatError naming
+    the exact line."""
     path = Path(path)
     handle = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
     with handle:
@@ -172,7 +179,7 @@ def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
         while True:
             try:
                 raw = handle.readline()
-                line = raw.decode("utf-8")
+                line = raw.decode(READ_ENCODING if line_no == 0 else "utf-8")
             except _READ_ERRORS as exc:
                 raise _unreadable(path, f"line {line_no + 1}", exc) from None
             if not raw:

@@ -306,3 +306,59 @@ def test_bundle_record_readers_malformed(tmp_path):
     write_jsonl(t, [{"id": "t", "question": "q", "answer": "a", "answer_start": "3", "passage_id": "p",
                      "source": "s"}])
     expect_error(lambda: list(read_train_gold(t)), "t.jsonl", "line 1", "'answer_start'")
+
+
+# ------------------------------------------------------------------------------------------- a byte-order mark (BOM)
+
+BOM = "\ufeff"
+
+# Every reader of a published format, on its fixture: a copy with a UTF-8 BOM in front (as Excel or Notepad save a
+# csv/tsv) must read exactly as the file without it, plain and gzipped, not keep "\ufeff" in the first field.
+BOM_READERS = {
+    "qas tsv (DPR nq)": (dpr.read_qas, RAW / "anserini-topics" / "topics.dpr.nq.test.txt"),
+    "qas tsv (DPR trivia)": (dpr.read_qas, RAW / "anserini-topics" / "topics.dpr.trivia.test.txt"),
+    "topics jsonl": (dpr.read_qas, RAW / "anserini-topics" / "topics.dpr.wq.test.txt"),
+    "retriever json": (dpr.read_dpr_retriever_json, RAW / "wiki-passages" / "haystack.dpr_sample.json"),
+    "nq-open jsonl": (nq_open.read_nq_open, RAW / "nq-open" / "NQ-open.dev.jsonl"),
+    "overlap jsonl": (overlap.read_overlap_annotations, RAW / "qa-overlap" / "nq-annotations.jsonl"),
+    "squad json": (squad.read_squad, RAW / "squad" / "squad-v2.0.dev.json"),
+    "psgs_w100 tsv": (wiki.read_psgs_w100, FIX / "psgs_w100.sample.tsv"),
+    "corpus tsv": (read_corpus, FIX / "psgs_w100.sample.tsv"),
+    "json collection": (wiki.read_json_collection, RAW / "wiki-passages" / "flashrag.wiki18.sample_data.jsonl"),
+    "vital articles json": (wiki.read_vital_articles, RAW / "wiki-passages" / "ovos.vital-articles.summaries_en-us.json"),
+    "power of noise json": (nq_gold.read_power_of_noise, RAW / "nq-gold-passages" / "power-of-noise.test_dataset.json"),
+    "lost in the middle jsonl.gz": (nq_gold.read_lost_in_the_middle,
+                                    RAW / "nq-gold-passages" / "lost-in-the-middle.nq-open-oracle.jsonl.gz"),
+}
+
+
+def _text_of(path: Path) -> str:
+    return gzip.decompress(path.read_bytes()).decode("utf-8") if path.suffix == ".gz" else path.read_text("utf-8")
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
+@pytest.mark.parametrize("name", list(BOM_READERS))
+def test_a_leading_bom_is_dropped_by_every_reader(name, gz, tmp_path):
+    read, fixture = BOM_READERS[name]
+    text = _text_of(fixture)
+    assert not text.startswith(BOM)
+    stem = fixture.name.removesuffix(".gz")
+    copy = tmp_path / (stem + ".gz" if gz else stem)
+    data = (BOM + text).encode("utf-8")
+    copy.write_bytes(gzip.compress(data, mtime=0) if gz else data)
+    assert list(read(copy)) == list(read(fixture))
+
+
+def test_a_bom_prefixed_qas_file_keeps_no_bom_in_the_first_question(tmp_path):
+    for name in ("nq-test.qa.csv", "topics.tsv"):
+        qas = tmp_path / name
+        qas.write_bytes(("\ufeffwho was the brother of moses\t['Aaron']\nq2\t['a']\n").encode("utf-8"))
+        assert list(dpr.read_qas(qas))[0] == {"question": "who was the brother of moses", "answers": ["Aaron"]}
+    jsonl = write(tmp_path / "t.jsonl", BOM + '{"question": "who was the brother of moses", "answer": ["Aaron"]}\n')
+    assert list(dpr.read_qas(jsonl)) == [{"question": "who was the brother of moses", "answers": ["Aaron"]}]
+    assert list(nq_open.read_nq_open(jsonl))[0]["question"] == "who was the brother of moses"
+
+
+def test_a_bom_after_the_start_of_a_file_is_text_not_stripped(tmp_path):
+    qas = write(tmp_path / "topics.txt", "q1\t['a']\n" + BOM + "q2\t['b']\n")
+    assert [r["question"] for r in dpr.read_qas(qas)] == ["q1", BOM + "q2"]
