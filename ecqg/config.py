@@ -9,7 +9,6 @@ Size: one module, because its bulk is one table (``RULES``, a line per parameter
 
 from __future__ import annotations
 
-import argparse
 import copy
 import math
 import difflib
@@ -22,6 +21,7 @@ from typing import Any, Callable
 
 import yaml
 
+from ecqg import cli
 from ecqg.device import MIXED_PRECISION, is_valid_setting
 from ecqg.errors import ConfigError
 from ecqg.retrieval import train_config
@@ -640,7 +640,7 @@ def write_profile(profile: str, target: Path = PARAMS_FILE, presets_dir: Path = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ecqg.config", description=__doc__)
+    parser = cli.parser("ecqg.config", __doc__, paragraphs=2)
     sub = parser.add_subparsers(dest="command", required=True)
     use = sub.add_parser("use", help="write params.yaml for a profile")
     use.add_argument("profile", choices=PROFILES)

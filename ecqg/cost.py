@@ -13,7 +13,6 @@ comes from; the pieces (counting, rates, rendering) are one idea, a priced DAG.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -25,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from ecqg import config, variants
+from ecqg import cli, config, variants
 from ecqg.dvc_stages import declared_paths, expanded_stages
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -544,7 +543,7 @@ def doc_block(doc: Path = DOC) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ecqg.cost", description=__doc__.split("\n\n")[0])
+    parser = cli.parser("ecqg.cost", __doc__)
     parser.add_argument("--profile", default="paper", choices=config.PROFILES)
     parser.add_argument("--gpus", type=int, nargs="+", default=[1, 8], help="wall-clock hours on these GPU counts")
     parser.add_argument("--passages", type=int, help="corpus passages (known for psgs_w100.tsv)")

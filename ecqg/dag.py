@@ -22,13 +22,12 @@ place.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ecqg import paths, variants
+from ecqg import cli, paths, variants
 from ecqg.code_deps import REPO, code_deps
 
 DVC_YAML = Path("dvc.yaml")
@@ -473,7 +472,7 @@ def untracked_code_files(root: Path = REPO, dag_file: Path = DVC_YAML) -> list[s
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ecqg.dag", description=__doc__.splitlines()[0])
+    parser = cli.parser("ecqg.dag", __doc__)
     parser.add_argument("action", choices=("write", "check", "print", "prune-lock", "untracked"),
                         help="write dvc.yaml | check it is current | print it | prune-lock: drop dvc.lock's "
                              "entries of stages the DAG no longer has | untracked: refuse files git does not "

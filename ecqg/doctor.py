@@ -12,6 +12,9 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
+
+from ecqg import cli
 
 
 def java_major_version() -> int | None:
@@ -64,7 +67,8 @@ def check() -> list[str]:
     return problems
 
 
-def main() -> int:
+def main(argv: Sequence[str] = ()) -> int:
+    cli.parser("ecqg.doctor", __doc__, paragraphs=2).parse_args(argv)
     problems = check()
     for problem in problems:
         print(f"ecqg doctor: {problem}", file=sys.stderr)
@@ -74,4 +78,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -10,12 +10,11 @@ runs once per variant (``foreach``).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
 
-from ecqg import config, device, paths
+from ecqg import cli, config, device, paths
 from ecqg.io import atomic_path
 from ecqg.stages import timed_stage
 
@@ -57,7 +56,7 @@ def execute(name: str, extra: dict | None = None, params_file: str = str(config.
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ecqg.notebook", description=__doc__.split("\n\n")[0])
+    parser = cli.parser("ecqg.notebook", __doc__, paragraphs=2)
     parser.add_argument("name", help="notebook name without .ipynb, e.g. 06_results_and_attention_entropy")
     parser.add_argument("--tag", help="name of this run (a variant); also passed to the notebook as `variant`")
     parser.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),

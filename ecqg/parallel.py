@@ -31,11 +31,12 @@ import subprocess
 import sys
 import tempfile
 from collections import deque
+from collections.abc import Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from ecqg import device, paths
+from ecqg import cli, device, paths
 from ecqg.io import write_json
 
 log = logging.getLogger(__name__)
@@ -152,17 +153,18 @@ def _worker_function(task: str) -> Callable:
     return getattr(importlib.import_module(module), name)
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """The worker's entry; torchrun's ``record`` puts a failing rank's traceback into its closing summary, the part
     of the output that :func:`run` shows."""
+    parser = cli.parser("ecqg.parallel", __doc__, usage="torchrun ... -m ecqg.parallel JOB_DIR")
+    parser.add_argument("job_dir", help="the job directory a step wrote (its job description and model)")
+    job_dir = parser.parse_args(argv).job_dir
     from torch.distributed.elastic.multiprocessing.errors import record
 
     from ecqg.logs import setup_logging
 
     setup_logging()
-    if len(sys.argv) != 2:
-        sys.exit("usage: torchrun ... -m ecqg.parallel JOB_DIR")
-    return record(worker)(sys.argv[1])
+    return record(worker)(job_dir)
 
 
 if __name__ == "__main__":

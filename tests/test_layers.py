@@ -19,9 +19,9 @@ PIPELINE = ("ecqg.pipeline",)
 # What every module may import and what imports nothing above itself: paths and files, errors, process set-up, the
 # device policy, params (and the names params may give: the variant table among them). No model, torch-heavy or data
 # code.
-FOUNDATION = ("ecqg", "ecqg.paths", "ecqg.io", "ecqg.errors", "ecqg.env", "ecqg.logs", "ecqg.device", "ecqg.config",
-              "ecqg.retrieval", "ecqg.retrieval.choices", "ecqg.retrieval.train_config", "ecqg.variants",
-              "ecqg.schemes")
+FOUNDATION = ("ecqg", "ecqg.paths", "ecqg.io", "ecqg.errors", "ecqg.env", "ecqg.logs", "ecqg.cli", "ecqg.device",
+              "ecqg.config", "ecqg.retrieval", "ecqg.retrieval.choices", "ecqg.retrieval.train_config",
+              "ecqg.variants", "ecqg.schemes")
 MAX_LINES = 400
 
 

@@ -23,7 +23,6 @@ reads are the other modules of :mod:`ecqg.data`.
 
 from __future__ import annotations
 
-import argparse
 import bisect
 import hashlib
 import logging
@@ -37,6 +36,7 @@ from typing import Any, Iterable, Sequence
 
 from tqdm.auto import tqdm
 
+from ecqg import cli
 from ecqg.data import dpr, nq_gold, nq_open, overlap, squad, wiki
 from ecqg.data.records import normalize_span, normalize_text, normalize_title, question_key, text_key
 from ecqg.errors import DataFormatError
@@ -492,7 +492,7 @@ def build_bundle(raw: str | Path, out: str | Path, progress: bool = True) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = cli.parser("ecqg.data.bundle", __doc__)
     parser.add_argument("--raw", required=True,
                         help="directory of the raw public files named in RAW_FILES (see data/README.md)")
     parser.add_argument("--out", required=True, help="output directory (data)")

@@ -24,13 +24,12 @@ The paper's orderings are checked in one table from all of them (``ecqg.report.c
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ecqg import paths
+from ecqg import cli, paths
 from ecqg.io import write_text
 from ecqg.report.claim import claim_intro, render_claim
 from ecqg.report.convergence import render_fine_tuning
@@ -203,10 +202,11 @@ def _declared(metrics_dir: Path) -> set[str] | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ecqg.report", description=__doc__.splitlines()[0])
+    parser = cli.parser("ecqg.report", __doc__)
     parser.add_argument("--check", action="store_true",
                         help="exit 1 if the profile's page or the README's claims table is stale; write nothing")
-    parser.add_argument("--readme", default="README.md")
+    parser.add_argument("--readme", default="README.md",
+                        help="the README whose claims table is rewritten or checked (default: README.md)")
     parser.add_argument("--profile", help="whose results (default: the profile of params.yaml)")
     parser.add_argument("--metrics-dir", help="default: results/<profile>")
     parser.add_argument("--print", action="store_true", help="print the rendered section instead of writing")

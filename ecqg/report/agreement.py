@@ -14,13 +14,14 @@ For two metrics folders (``results/<profile>`` and a copy from another run) it r
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from ecqg import cli
 
 TEST_FILES = ("table3.json", "mechanism.json", "encoder_comparison.json")
 _TOPK = re.compile(r"^accuracy/([^/]+)/.+/top\d+$")
@@ -163,7 +164,7 @@ def render(result: Mapping[str, Any], show: int = 10) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ecqg.report.agreement", description=__doc__.splitlines()[0])
+    parser = cli.parser("ecqg.report.agreement", __doc__)
     parser.add_argument("a", help="a metrics folder, e.g. results/mini")
     parser.add_argument("b", help="the same profile's metrics from another run")
     parser.add_argument("--alpha", type=float, default=0.05)

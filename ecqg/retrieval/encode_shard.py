@@ -14,11 +14,10 @@ atomically, so a killed worker leaves nothing that looks done.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from ecqg import device
+from ecqg import cli, device
 from ecqg.config import PARAMS_FILE, load
 from ecqg.data.records import read_corpus
 from ecqg.retrieval import dense
@@ -27,7 +26,7 @@ from ecqg.retrieval.retriever import load_retriever
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ecqg.retrieval.encode_shard", description=__doc__.split("\n\n")[0])
+    parser = cli.parser("ecqg.retrieval.encode_shard", __doc__)
     parser.add_argument("--model", required=True, help="a trained retriever's directory (outputs/models/<run>)")
     parser.add_argument("--corpus", required=True, help="bundle jsonl, psgs_w100.tsv or a pyserini JsonCollection")
     parser.add_argument("--shard", nargs=2, type=int, required=True, metavar=("I", "N"), help="shard I of N (0-based)")

@@ -7,15 +7,13 @@
 
 from __future__ import annotations
 
-import argparse
-
-from ecqg import config, variants
+from ecqg import cli, config, variants
 from ecqg.pipeline.hybrid import fuse_with_bm25
 from ecqg.stages import timed_stage
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ecqg.stages.hybrid")
+    parser = cli.parser("ecqg.stages.hybrid", __doc__, paragraphs=2)
     parser.add_argument("variant", help="a trained dense variant: " + " | ".join(v.name for v in variants.TABLE))
     parser.add_argument("--seed", type=int, required=True, help="its training seed")
     args = parser.parse_args(argv)

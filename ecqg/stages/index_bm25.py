@@ -1,12 +1,16 @@
 """Stage `index_bm25`: a Lucene index of the prepared corpus (title + text), through pyserini."""
 
-from ecqg import config, paths
+import sys
+from collections.abc import Sequence
+
+from ecqg import cli, config, paths
 from ecqg.data.records import read_corpus
 from ecqg.retrieval.bm25 import build_bm25_index
 from ecqg.stages import timed_stage
 
 
-def main() -> int:
+def main(argv: Sequence[str] = ()) -> int:
+    cli.parser("ecqg.stages.index_bm25", __doc__).parse_args(argv)
     params = config.load()
     with timed_stage("index_bm25", params) as figures:
         figures.update(build_bm25_index(read_corpus(paths.CORPUS), paths.BM25_INDEX,
@@ -15,4 +19,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,12 +1,16 @@
 """Stage `index_tfidf`: the DrQA-style hashed unigram+bigram TF-IDF index of the prepared corpus (scikit-learn)."""
 
-from ecqg import config, paths
+import sys
+from collections.abc import Sequence
+
+from ecqg import cli, config, paths
 from ecqg.data.records import read_corpus
 from ecqg.retrieval.tfidf import build_tfidf_index
 from ecqg.stages import timed_stage
 
 
-def main() -> int:
+def main(argv: Sequence[str] = ()) -> int:
+    cli.parser("ecqg.stages.index_tfidf", __doc__).parse_args(argv)
     params = config.load()
     tfidf = params["tfidf"]
     with timed_stage("index_tfidf", params) as figures:
@@ -16,4 +20,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

@@ -11,9 +11,9 @@ digest, ``prepare`` depends on: an edited test set changes its digest and reruns
 from __future__ import annotations
 
 import hashlib
-import sys
 from pathlib import Path
 
+from ecqg import cli
 from ecqg.io import write_json
 
 
@@ -29,11 +29,11 @@ def digest(path: str | Path, chunk: int = 1 << 20) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: python -m ecqg.stages.input_digest <input file> <digest json>", file=sys.stderr)
-        return 2
-    write_json(args[1], digest(args[0]))
+    parser = cli.parser("ecqg.stages.input_digest", __doc__)
+    parser.add_argument("input", help="the input file (a test set params.yaml names)")
+    parser.add_argument("digest", help="the json to write: path, bytes, sha256")
+    args = parser.parse_args(argv)
+    write_json(args.digest, digest(args.input))
     return 0
 
 

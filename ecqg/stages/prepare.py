@@ -10,11 +10,13 @@ passage inlined, so training does not depend on the corpus sample) and ``nq_dev.
 from __future__ import annotations
 
 import random
+import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from ecqg import config, paths
+from ecqg import cli, config, paths
 from ecqg.data import records
 from ecqg.data.dpr import check_positives, read_dpr_retriever_json, read_qas, write_dpr_retriever_json
 from ecqg.data.fields import SeenIds
@@ -133,7 +135,8 @@ def _counted(items: Iterable[dict], counter: Counter, key: str) -> Iterator[dict
         yield item
 
 
-def main() -> int:
+def main(argv: Sequence[str] = ()) -> int:
+    cli.parser("ecqg.stages.prepare", __doc__, paragraphs=2).parse_args(argv)
     params = config.check_inputs(config.load(), keys=("data.corpus", "data.train_gold", "data.nq_dev"))
     data, seed = params["data"], params["seed"]
     with timed_stage("prepare", params) as figures:
@@ -198,4 +201,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

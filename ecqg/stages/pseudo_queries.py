@@ -8,12 +8,16 @@ stage 05 pre-trains ETM-DPR and RSM-DPR on. Its figures (counts, negatives, the 
 
 from __future__ import annotations
 
-from ecqg import config
+import sys
+from collections.abc import Sequence
+
+from ecqg import cli, config
 from ecqg.pipeline.pseudo import build_sets, write_sets
 from ecqg.stages import timed_stage
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: Sequence[str] = ()) -> int:
+    cli.parser("ecqg.stages.pseudo_queries", __doc__, paragraphs=2).parse_args(argv)
     params = config.load()
     with timed_stage("pseudo_queries", params) as figures:
         sets, built = build_sets(params)
@@ -22,4 +26,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

@@ -5,10 +5,9 @@
 
 from __future__ import annotations
 
-import argparse
 import time
 
-from ecqg import config, paths
+from ecqg import cli, config, paths
 from ecqg.run_files import write_run
 from ecqg.io import read_jsonl
 from ecqg.stages import log, timed_stage
@@ -29,7 +28,7 @@ def open_searcher(system: str, params: dict):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ecqg.stages.retrieve")
+    parser = cli.parser("ecqg.stages.retrieve", __doc__, paragraphs=2)
     parser.add_argument("system", choices=SYSTEMS)
     system = parser.parse_args(argv).system
     params = config.load()

@@ -9,16 +9,14 @@ after pre-training: ``mixed_pre``) uses the model notebook 05 trained with that 
 
 from __future__ import annotations
 
-import argparse
-
-from ecqg import config, variants
+from ecqg import cli, config, variants
 from ecqg.pipeline.dense import UNTRAINED
 from ecqg.pipeline.dense_retrieval import retrieve_all
 from ecqg.stages import timed_stage
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ecqg.stages.retrieve_dense")
+    parser = cli.parser("ecqg.stages.retrieve_dense", __doc__, paragraphs=2)
     parser.add_argument("variant", help=" | ".join([UNTRAINED, *(v.name for v in variants.TABLE)])
                         + " (a variant's pre-trained model: <variant>_pre; a dose: <set>_d<size>_pre)")
     parser.add_argument("--seed", type=int, help="training seed of the model (not for untrained)")

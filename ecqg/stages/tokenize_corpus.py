@@ -1,11 +1,15 @@
 """Stage `tokenize_corpus`: the prepared corpus in the base model's word pieces, once for every dense encoding of
 the profile (:mod:`ecqg.retrieval.tokenized_corpus`; ``datasets.map`` over the host's cores, Arrow on disk)."""
 
-from ecqg import config, paths
+import sys
+from collections.abc import Sequence
+
+from ecqg import cli, config, paths
 from ecqg.stages import timed_stage
 
 
-def main() -> int:
+def main(argv: Sequence[str] = ()) -> int:
+    cli.parser("ecqg.stages.tokenize_corpus", __doc__).parse_args(argv)
     from transformers import AutoTokenizer
 
     from ecqg.models import from_pretrained
@@ -20,4 +24,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

@@ -7,7 +7,10 @@ Two parts, both with BM25 hard negatives (DPR's recipe):
   passage containing an answer (questions without one are dropped and counted).
 """
 
-from ecqg import config, paths
+import sys
+from collections.abc import Sequence
+
+from ecqg import cli, config, paths
 from ecqg.data.dpr import read_dpr_retriever_json, write_dpr_retriever_json
 from ecqg.data.records import read_corpus, read_nq_dev
 from ecqg.io import read_jsonl
@@ -16,7 +19,8 @@ from ecqg.retrieval.distant import bm25_distant_supervision, gold_training_recor
 from ecqg.stages import timed_stage
 
 
-def main() -> int:
+def main(argv: Sequence[str] = ()) -> int:
+    cli.parser("ecqg.stages.training_data", __doc__).parse_args(argv)
     params = config.load()
     bm25, distant = params["bm25"], params["distant"]
     with timed_stage("training_data", params) as figures:
@@ -46,4 +50,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))
