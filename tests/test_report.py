@@ -252,6 +252,26 @@ def test_compare_two_profiles(metrics, capsys):
     assert report.main(["--compare", str(metrics), str(metrics.parent / "absent")]) == 2
 
 
+@pytest.mark.parametrize("args", [["--profile", "nosuch"], ["--profile", "nosuch", "--check"],
+                                  ["--compare", "mini", "nosuch"]])
+def test_an_unknown_profile_is_said_and_the_profiles_listed(args, capsys, tmp_path, monkeypatch):
+    from ecqg import config
+
+    monkeypatch.chdir(tmp_path)      # nothing to find here either way: the name alone is wrong
+    with pytest.raises(SystemExit) as exit_:
+        report.main(args)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown profile 'nosuch'" in err and "dvc repro" not in err
+    assert all(name in err for name in config.PROFILES) and "mini, paper" in err
+
+
+def test_a_known_profile_without_results_is_told_to_run(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert report.main(["--profile", "smoke", "--print"]) == 2
+    assert "results/smoke: no metrics directory (run `dvc repro` first)" in capsys.readouterr().err
+
+
 def test_bad_metrics_files(tmp_path):
     with pytest.raises(FileNotFoundError, match="no metrics directory"):
         report.render_results(tmp_path / "absent")

@@ -201,6 +201,15 @@ def _declared(metrics_dir: Path) -> set[str] | None:
     return dvc_stages.metric_files() if paths.metrics_dir(_current_profile()) == metrics_dir else None
 
 
+def unknown_profile(name: str) -> str | None:
+    """Why ``name`` is not a profile (the profiles are the presets in ``params/``, listed), or None when it is one."""
+    from ecqg import config
+
+    if name in config.PROFILES:
+        return None
+    return f"unknown profile {name!r}; the profiles are the files in params/: {', '.join(config.PROFILES)}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = cli.parser("ecqg.report", __doc__)
     parser.add_argument("--check", action="store_true",
@@ -214,6 +223,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="print the headline figures of two profiles (names, or metrics folders given as "
                              "paths with a /) side by side")
     args = parser.parse_args(argv)
+    names = ([] if args.profile is None else [args.profile]) + [x for x in args.compare or () if "/" not in x]
+    for problem in filter(None, map(unknown_profile, names)):
+        parser.error(problem)      # exit 2: an unknown name is a typo, not a profile whose `dvc repro` is missing
     try:
         if args.compare:
             dirs = [Path(x) if "/" in x else paths.metrics_dir(x) for x in args.compare]  # a name: results/<name>
