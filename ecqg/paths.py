@@ -127,6 +127,12 @@ def metrics_dir(profile: str) -> Path:
     return RESULTS / profile
 
 
+def evidence_file(profile: str, name: str) -> Path:
+    """Per-run evidence (first-hit ranks, per-passage values; ``ecqg.analysis.run_evidence``), committed like the
+    metrics: ``results/<profile>/evidence/<name>``."""
+    return metrics_dir(profile) / "evidence" / name
+
+
 def plot_data(profile: str, name: str) -> Path:
     """Data behind a DVC plot (``dvc plots show``), committed like the metrics: ``results/<profile>/plots/<name>``."""
     return metrics_dir(profile) / "plots" / name

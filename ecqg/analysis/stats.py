@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 from scipy import stats as sps
@@ -95,6 +95,9 @@ class Interval:
     method: str
     runs: tuple[int, ...]
     n_boot: int | None = None          # a bootstrap's resamples (its p-value's floor is 1 / (n_boot + 1))
+    run_se: float | None = None        # the part of ``se`` that training runs contribute (estimated from few runs)
+    unit_se: float | None = None       # the part the test questions / passages contribute (taken as known)
+    run_df: float | None = None        # the runs' own degrees of freedom (what power and its range are computed with)
 
     @property
     def width(self) -> float:
@@ -136,9 +139,10 @@ def welch_interval(mean_a: float, sd_a: float, n_a: int, mean_b: float, sd_b: fl
     va, vb = sd_a ** 2 / n_a, sd_b ** 2 / n_b
     se = math.sqrt(va + vb + question_se ** 2)
     denominator = va ** 2 / (n_a - 1) + vb ** 2 / (n_b - 1)
-    df = (se ** 4 / denominator) if denominator > 0 else float(n_a + n_b - 2)
-    df = min(df, 1e9)
-    return t_interval(mean_a - mean_b, se, df, confidence, "t over runs + questions", (n_a, n_b))
+    df = min((se ** 4 / denominator) if denominator > 0 else float(n_a + n_b - 2), 1e9)
+    run_df = ((va + vb) ** 2 / denominator) if denominator > 0 else float(n_a + n_b - 2)
+    return replace(t_interval(mean_a - mean_b, se, df, confidence, "unpaired: t over runs + units", (n_a, n_b)),
+                   run_se=math.sqrt(va + vb), unit_se=question_se, run_df=run_df)
 
 
 def one_sample_interval(values: Sequence[float], unit_se: float = 0.0, confidence: float = 0.95,
@@ -149,14 +153,17 @@ def one_sample_interval(values: Sequence[float], unit_se: float = 0.0, confidenc
     n = len(values)
     if n < 2:
         return None
-    return t_interval(float(values.mean()), *combined_se(values.var(ddof=1) / n, n - 1, unit_se), confidence,
-                      "t over runs + units", runs or (n,))
+    run_variance = values.var(ddof=1) / n
+    return replace(t_interval(float(values.mean()), *combined_se(run_variance, n - 1, unit_se), confidence,
+                              "t over runs + units", runs or (n,)),
+                   run_se=math.sqrt(run_variance), unit_se=unit_se, run_df=float(n - 1))
 
 
 def combined_se(run_variance: float, run_df: float, unit_se: float = 0.0) -> tuple[float, float]:
     """``(se, df)`` of a mean whose variance is a part estimated from few runs (``run_variance`` with ``run_df``
     degrees of freedom) plus a part from many units (``unit_se``, taken as known): Satterthwaite's degrees of
-    freedom, so the small-sample penalty falls on the runs' part only."""
+    freedom, so the small-sample penalty falls on the runs' part only. (Power and the detectable effect use the runs'
+    own degrees of freedom instead: :func:`detectable_effect` callers pass ``Interval.run_df``.)"""
     se = math.sqrt(run_variance + unit_se ** 2)
     df = se ** 4 / (run_variance ** 2 / run_df) if run_variance > 0 else float(run_df)
     return float(se), float(min(df, 1e9))
@@ -174,8 +181,8 @@ def hierarchical_bootstrap(a: np.ndarray, b: np.ndarray | None = None, *, paired
     the result equals the question-level paired bootstrap (tests/test_stats.py). Percentile interval, null-centred
     p-value (its floor is ``1 / (n_boot + 1)``), bootstrap sd as ``se``.
     """
-    a = _units_by_runs(a, "a")
-    b = None if b is None else _units_by_runs(b, "b")
+    a = units_by_runs(a, "a")
+    b = None if b is None else units_by_runs(b, "b")
     if b is not None and paired_units and len(a) != len(b):
         raise ValueError(f"paired units need the same units in both arms: {len(a)} vs {len(b)}")
     if b is not None and paired_runs and a.shape[1] != b.shape[1]:
@@ -211,7 +218,7 @@ def hierarchical_bootstrap(a: np.ndarray, b: np.ndarray | None = None, *, paired
                     "bootstrap over runs, then units", runs, n_boot)
 
 
-def _units_by_runs(x: np.ndarray, name: str) -> np.ndarray:
+def units_by_runs(x: np.ndarray, name: str) -> np.ndarray:
     x = np.asarray(x, dtype=float)
     if x.ndim == 1:
         x = x[:, None]
@@ -269,6 +276,48 @@ def power_at(effect: float, se: float, df: float | None, alpha: float = ALPHA) -
     value = float(sps.nct.sf(crit, df, shift) + sps.nct.cdf(-crit, df, shift))
     # scipy's noncentral t gives NaN far in its tail (shift of many SEs): there the power is the shifted central t's
     return value if math.isfinite(value) else float(sps.t.sf(crit - shift, df))
+
+
+def sd_factors(df: float | None, confidence: float = 0.95) -> tuple[float, float]:
+    """How far the true sd may lie from one estimated with ``df`` degrees of freedom: the chi-square interval's
+    factors ``(low, high)`` (df 4, five runs: x0.60 to x2.87). ``(1, 1)`` for a normal (known) spread."""
+    if df is None or not math.isfinite(df):
+        return 1.0, 1.0
+    tail = (1.0 - confidence) / 2.0
+    return (float(math.sqrt(df / sps.chi2.ppf(1.0 - tail, df))), float(math.sqrt(df / sps.chi2.ppf(tail, df))))
+
+
+def detectable_range(interval: Interval, alpha: float = ALPHA, power: float = POWER,
+                     confidence: float = 0.95) -> tuple[float, float]:
+    """The detectable effect with the runs' part of its SE at either end of its sd's chi-square interval
+    (:func:`sd_factors`), the units' part as measured: how uncertain "detectable" is when a handful of runs gave
+    the spread."""
+    df = power_df(interval)
+    if interval.run_se is None:
+        value = detectable_effect(interval.se, df, alpha, power)
+        return value, value
+    unit = interval.unit_se or 0.0
+    ends = [math.hypot(f * interval.run_se, unit) for f in sd_factors(df, confidence)]
+    return tuple(detectable_effect(se, df, alpha, power) for se in ends)
+
+
+def power_df(interval: Interval) -> float | None:
+    """The degrees of freedom power is computed with: the runs' own where known (a handful of runs estimate the
+    spread the verdict is uncertain about; Satterthwaite's would credit the questions' part with hundreds), else the
+    interval's."""
+    return interval.run_df if interval.run_df is not None else interval.df
+
+
+def holm_levels(p_values: Sequence[float | None], alpha: float = ALPHA) -> list[float | None]:
+    """The level each test faces in Holm's step-down over one family: ``alpha / (m - r)`` for the test of rank r
+    (0 = smallest p), so the power and the detectable effect of a row are those at the threshold that decides it
+    (the first: ``alpha / m``). None stays None."""
+    tested = sorted((p, i) for i, p in enumerate(p_values) if p is not None and not math.isnan(p))
+    m = len(tested)
+    levels: list[float | None] = [None] * len(p_values)
+    for rank, (_, i) in enumerate(tested):
+        levels[i] = alpha / (m - rank)
+    return levels
 
 
 # ----------------------------------------------------------------------------------------------- families, verdicts

@@ -276,10 +276,12 @@ def seed_systems(params: Mapping) -> list[str]:
 # --- 06's analyses of every training seed and of Poly-DPR's codes ---------------------------------------------------
 def attention_by_seed(params: Mapping, studied: Sequence[Mapping], sentences: Sequence, probes: Sequence[Mapping],
                       probe_passages: Sequence[Mapping], first: tuple[pd.DataFrame, pd.DataFrame],
-                      compared: Sequence[str], progress: bool = True) -> pd.DataFrame:
+                      compared: Sequence[str], progress: bool = True,
+                      measured_out: dict | None = None) -> pd.DataFrame:
     """One row per seed of ``dpr.seeds`` and comparison of ``compared`` (``ecqg.analysis.encoder_comparison.seed_rows``):
     the first seed's attention and probe summaries are ``first`` (already measured); every further seed's models
-    measure the same passages and probe questions, one seed in memory at a time."""
+    measure the same passages and probe questions, one seed in memory at a time. ``measured_out``: filled with
+    ``seed -> (per-passage attention, probe scores)`` of every further seed, for the per-run evidence files."""
     from ecqg.analysis import encoder_comparison as ec
     from ecqg.pipeline import common, dense
 
@@ -296,6 +298,8 @@ def attention_by_seed(params: Mapping, studied: Sequence[Mapping], sentences: Se
         attention[seed] = ec.attention_summary(measured, pairs, **boot)
         scores = ec.probe_scores(models, probes, probe_passages, batch_size=params["dpr"]["encode"]["batch_size"])
         probe[seed] = ec.probe_summary(scores, **boot)
+        if measured_out is not None:
+            measured_out[seed] = (measured, scores)
         del models
     return ec.seed_rows(attention, probe)
 

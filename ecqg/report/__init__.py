@@ -34,6 +34,7 @@ from ecqg.io import write_text
 from ecqg.report.claim import claim_intro, render_claim
 from ecqg.report.convergence import render_fine_tuning
 from ecqg.report.dose import draw_dose_curve, figure_path, render_dose_curve
+from ecqg.report.evidence import claim_inputs
 from ecqg.report.format import CLAIM_BLOCK, SYNTHETIC_STAGES, load_metrics, missing_note
 from ecqg.report.headline import headline, render_comparison
 from ecqg.report.mechanism import render_mechanism
@@ -60,13 +61,12 @@ def render_results(metrics_dir: str | Path, declared: set[str] | None = None) ->
     questions = render_questions(table3) if table3 else ""
     if questions:
         parts.append(questions)
-    mech = load_metrics(metrics_dir, "mechanism.json")
-    bias = load_metrics(metrics_dir, "attention_bias.json")
-    comparison = load_metrics(metrics_dir, "encoder_comparison.json")
-    claim = render_claim({"table3": table3, "comparison": comparison, "bias": bias, "mechanism": mech})
+    inputs = claim_inputs(metrics_dir)
+    mech, bias, comparison = inputs["mechanism"], inputs["bias"], inputs["comparison"]
+    claim = render_claim(inputs)
     if claim:
         parts.append(claim)
-    dose = render_dose_curve(metrics_dir, table3, load_metrics(metrics_dir, "mixing.json"))
+    dose = render_dose_curve(metrics_dir, inputs)
     if dose:
         parts.append(dose)
     fine_tuning = render_fine_tuning(metrics_dir, load_metrics(metrics_dir, "finetune_curve.json"),
@@ -139,11 +139,7 @@ def _blocks(text: str, readme: Path) -> dict[str, tuple[int, int]]:
 
 def render_claim_block(metrics_dir: Path) -> str:
     """The README's answer: the claims table of a profile and where its full page is."""
-    metrics = {"table3": load_metrics(metrics_dir, "table3.json"),
-               "comparison": load_metrics(metrics_dir, "encoder_comparison.json"),
-               "bias": load_metrics(metrics_dir, "attention_bias.json"),
-               "mechanism": load_metrics(metrics_dir, "mechanism.json")}
-    table = render_claim(metrics, heading=False)
+    table = render_claim(claim_inputs(metrics_dir), heading=False)
     if not table:
         raise ValueError(f"{metrics_dir}: no metrics to check the paper's claims against (run `dvc repro` first)")
     page = (metrics_dir / PAGE).as_posix()

@@ -24,15 +24,31 @@ from dataclasses import dataclass, replace
 from ecqg.analysis.encoder_comparison import PAPER
 from ecqg.pipeline.attention_bias import PAPER_POSITION_BIAS
 from ecqg.pipeline.results import PAPER_TABLE3
+import numpy as np
+
+from ecqg.pipeline.evidence import ENTITY_SLICES, MOVED_MEASURE
 from ecqg.report import evidence
 from ecqg.report.format import interval_text, md_table, num, pval, subtree
-from ecqg.analysis.stats import ALPHA, ONE_RUN, POWER, detectable_effect, holm_checked, power_at, verdict
+from ecqg.analysis.stats import (ALPHA, ONE_RUN, POWER, detectable_effect, detectable_range, holm_checked, holm_levels,
+                                 power_at, power_df, verdict)
 
 Getter = Callable[[Mapping], "dict | None"]
 
 
+def _from_evidence(got: "evidence.Measured | None", digits: int, **extra) -> dict | None:
+    """A row computed from the committed per-run files (None where they lack its systems)."""
+    if got is None:
+        return None
+    return {"n": got.n, "q_diff": got.q_diff, "q_low": got.q_low, "q_high": got.q_high, "q_p": None,
+            "digits": digits, "runs": got.interval, "arm_runs": got.arm_runs, "source": "per-run files", **extra}
+
+
 def _table3(a: str, b: str, k: int) -> Getter:
     def get(m: Mapping) -> dict | None:
+        ev = m.get("evidence")
+        if ev is not None and (row := _from_evidence(evidence.topk_difference(ev, a, b, k), 1, pair=(a, b),
+                                                     k=k)) is not None:
+            return row
         acc = subtree(m.get("table3"), "accuracy")
         node = subtree(m.get("table3"), "paired", f"{a}_minus_{b}", "nq", "all")
         if node is None or node.get(f"top{k}_diff") is None:
@@ -41,12 +57,17 @@ def _table3(a: str, b: str, k: int) -> Getter:
         return {"n": node.get("n"), "q_diff": node[f"top{k}_diff"], "q_low": node.get(f"top{k}_ci_low"),
                 "q_high": node.get(f"top{k}_ci_high"), "q_p": node.get(f"top{k}_p"), "digits": 1,
                 "runs": evidence.between_models(*arms, node, f"top{k}", f"top{k}"),
-                "arm_runs": tuple(x.runs if x else 1 for x in arms)}
+                "arm_runs": tuple(x.runs if x else 1 for x in arms), "source": "summaries", "pair": (a, b), "k": k}
     return get
 
 
 def _attention(pair: str, metric: str, digits: int) -> Getter:
     def get(m: Mapping) -> dict | None:
+        ev = m.get("evidence")
+        if ev is not None:
+            got = evidence.values_difference(ev, metric, *pair.split("_minus_"))
+            if got is not None:
+                return _from_evidence(got, digits, detail=_runs_detail(list(got.per_run), digits))
         node = subtree(m.get("comparison"), "attention", "paired", pair)
         if node is None or node.get(f"{metric}_diff") is None:
             return None
@@ -55,7 +76,8 @@ def _attention(pair: str, metric: str, digits: int) -> Getter:
         return {"n": node.get(f"{metric}_n"), "q_diff": node[f"{metric}_diff"],
                 "q_low": node.get(f"{metric}_ci_low"), "q_high": node.get(f"{metric}_ci_high"),
                 "q_p": node.get(f"{metric}_p"), "q_note": "run 1" if values else "", "digits": digits,
-                "runs": interval, "arm_runs": (max(len(values), 1),) * 2, "detail": _runs_detail(values, digits)}
+                "runs": interval, "arm_runs": (max(len(values), 1),) * 2, "detail": _runs_detail(values, digits),
+                "source": "summaries"}
     return get
 
 
@@ -65,6 +87,9 @@ def _runs_detail(values: list[float], digits: int) -> str:
 
 def _probe(system: str) -> Getter:
     def get(m: Mapping) -> dict | None:
+        ev = m.get("evidence")
+        if ev is not None and (got := evidence.values_difference(ev, "probe_difference", system)) is not None:
+            return _from_evidence(replace(got, interval=got.interval and _one_model(got.interval)), 2)
         node = subtree(m.get("comparison"), "table1_probe", system)
         if node is None or node.get("difference") is None:
             return None
@@ -75,13 +100,13 @@ def _probe(system: str) -> Getter:
         return {"n": node.get("n_passages"), "q_diff": node["difference"], "q_low": node.get("difference_ci_low"),
                 "q_high": node.get("difference_ci_high"), "q_p": node.get("difference_p"),
                 "q_note": "run 1" if values else "", "digits": 2, "runs": interval,
-                "arm_runs": (max(len(values), 1),), "detail": _runs_detail(values, 2)}
+                "arm_runs": (max(len(values), 1),), "detail": _runs_detail(values, 2), "source": "summaries"}
     return get
 
 
 def _one_model(interval):
     """A measure of one system over its runs: report its runs as one arm."""
-    return replace(interval, runs=interval.runs[:1])
+    return replace(interval, runs=interval.runs[:1], method="one model: " + interval.method.partition(": ")[-1])
 
 
 def _position_bias(system: str, key: str) -> Getter:
@@ -95,7 +120,7 @@ def _position_bias(system: str, key: str) -> Getter:
         shift = (lambda x: None if x is None else 100 * x - 50)
         return {"n": node.get("n_passages"), "q_diff": shift(node[key]), "q_low": shift(ci[0]),
                 "q_high": shift(ci[1]), "q_p": None, "q_note": "run 1", "digits": 1, "runs": None,
-                "arm_runs": (1,)}
+                "arm_runs": (1,), "source": "summaries"}
     return get
 
 
@@ -103,6 +128,11 @@ def _retrieval_premise(system: str, k: int) -> Getter:
     """Top-k on the questions whose answer is the system's least-attended entity of the gold passage, minus on those
     whose answer is its most-attended one (07's slices): the paper's premise says below 0."""
     def get(m: Mapping) -> dict | None:
+        ev = m.get("evidence")
+        if ev is not None:
+            got = evidence.slices_difference(ev, system, ENTITY_SLICES, "least attended", "most attended", k)
+            if got is not None:
+                return _from_evidence(got, 1)
         node = subtree(m.get("mechanism"), "entity_attention", "accuracy", system)
         least, most = subtree(node, "least attended"), subtree(node, "most attended")
         if least is None or most is None or least.get(f"top{k}") is None or most.get(f"top{k}") is None:
@@ -112,7 +142,7 @@ def _retrieval_premise(system: str, k: int) -> Getter:
         return {"n": f"{least.get('n')} v {most.get('n')}", "q_diff": diff, "q_low": None, "q_high": None,
                 "q_p": None, "digits": 1, "runs": evidence.between_slices(node, "least attended", "most attended",
                                                                            f"top{k}"),
-                "arm_runs": (runs,),
+                "arm_runs": (runs,), "source": "summaries",
                 "detail": f" ({num(least[f'top{k}'])} vs {num(most[f'top{k}'])})"}
     return get
 
@@ -122,6 +152,11 @@ def _moved_sentence(system: str, reference: str) -> Getter:
     difference must point against B's gap (its ``direction``) without carrying A past 0 to a larger gap on the other
     side (``overshoot``); both gaps go into the row's text, since the difference alone cannot tell."""
     def get(m: Mapping) -> dict | None:
+        ev = m.get("evidence")
+        if ev is not None and (got := evidence.values_difference(ev, MOVED_MEASURE, system, reference)) is not None:
+            gap_a, gap_b = (float(np.nanmean(ev.unit_values(MOVED_MEASURE, s)[0])) for s in (system, reference))
+            return _from_evidence(got, 3, direction=-1.0 if gap_b > 0 else 1.0, overshoot=abs(gap_a) >= abs(gap_b),
+                                  detail=f" (gaps: {num(gap_b, 3, signed=True)} -> {num(gap_a, 3, signed=True)})")
         moved = subtree(m.get("mechanism"), "moved_sentence")
         node = subtree(moved, "paired", f"{system}_minus_{reference}")
         a, b = subtree(moved, "systems", system), subtree(moved, "systems", reference)
@@ -134,13 +169,18 @@ def _moved_sentence(system: str, reference: str) -> Getter:
                 "overshoot": abs(a["gap"]) >= abs(b["gap"]),
                 "runs": evidence.between_models(*arms, {"gap_ci_low": node.get("ci_low"),
                                                         "gap_ci_high": node.get("ci_high")}, "gap", "gap"),
-                "arm_runs": tuple(x.runs for x in arms),
+                "arm_runs": tuple(x.runs for x in arms), "source": "summaries",
                 "detail": f" (gaps: {num(b['gap'], 3, signed=True)} -> {num(a['gap'], 3, signed=True)})"}
     return get
 
 
 def _entity_split(a: str, b: str, split: str, k: int) -> Getter:
     def get(m: Mapping) -> dict | None:
+        ev = m.get("evidence")
+        if ev is not None and (questions := ev.slice_questions(ENTITY_SLICES, split)) is not None:
+            got = evidence.topk_difference(ev, a, b, k, questions=questions)
+            if got is not None:
+                return _from_evidence(got, 1)
         mech = subtree(m.get("mechanism"), "entity_attention")
         node = subtree(mech, "paired", f"{a}_minus_{b}", split)
         if node is None or node.get(f"top{k}_diff") is None:
@@ -149,7 +189,7 @@ def _entity_split(a: str, b: str, split: str, k: int) -> Getter:
         return {"n": node.get("n"), "q_diff": node[f"top{k}_diff"], "q_low": node.get(f"top{k}_ci_low"),
                 "q_high": node.get(f"top{k}_ci_high"), "q_p": node.get(f"top{k}_p"), "digits": 1,
                 "runs": evidence.between_models(*arms, node, f"top{k}", f"top{k}"),
-                "arm_runs": tuple(x.runs if x else 1 for x in arms)}
+                "arm_runs": tuple(x.runs if x else 1 for x in arms), "source": "summaries"}
     return get
 
 
@@ -221,16 +261,28 @@ CLAIMS: tuple[Claim, ...] = (
 )
 
 
-def with_verdicts(rows: list[dict]) -> list[dict]:
-    """Holm over the rows (one family), then each row's verdict, detectable effect and power at the paper's value."""
-    adjusted = holm_checked([r["runs"] for r in rows])
-    for row, p_holm in zip(rows, adjusted):
+# Every comparison belongs to exactly one Holm family, named here and in its table's caption; a table that shows a
+# row of another family (the dose curve's fine-tuned rows are claims rows) takes that family's adjusted p and verdict.
+CLAIMS_FAMILY = "the claims table"
+DOSE_FAMILY = "the dose curve's pre-training rows"
+
+
+def with_verdicts(rows: list[dict], family: str = CLAIMS_FAMILY) -> list[dict]:
+    """Holm over the rows (one family), then each row's verdict, and its detectable effect and power at the level
+    Holm's step-down makes it face (``alpha / (m - r)`` for the r-th smallest p; the first ``alpha / m``), with
+    the runs' degrees of freedom (``stats.power_df``), and the detectable effect's range when the runs' sd is
+    anywhere in its 95% chi-square interval (five runs: x0.6 to x2.9)."""
+    intervals = [r["runs"] for r in rows]
+    adjusted = holm_checked(intervals)
+    levels = holm_levels([i.p if i is not None else None for i in intervals])
+    for row, p_holm, level in zip(rows, adjusted, levels):
         interval = row["runs"]
-        row["p_holm"] = p_holm
+        row["family"], row["p_holm"], row["alpha_holm"] = family, p_holm, level
         row["verdict"] = verdict(interval, p_holm, row["direction"], row.get("overshoot", False))
-        row["detectable"] = None if interval is None else detectable_effect(interval.se, interval.df)
+        row["detectable"] = None if interval is None else detectable_effect(interval.se, power_df(interval), level)
+        row["detectable_range"] = None if interval is None else detectable_range(interval, level)
         row["power_at_paper"] = (None if interval is None or row["paper"] is None
-                                 else power_at(row["paper"], interval.se, interval.df))
+                                 else power_at(row["paper"], interval.se, power_df(interval), level))
         for key in ("diff", "low", "high", "p"):
             row[key] = getattr(interval, key) if interval is not None else row.get(f"q_{key}")
     return rows
@@ -241,7 +293,9 @@ def claim_rows(metrics: Mapping) -> list[dict]:
     direction; ``runs`` (the interval over runs, None for one run) with diff / low / high / p taken from it (from
     the question-level figures where there is none), ``p_holm``, ``detectable``, ``power_at_paper``, the
     question-level ``q_diff`` / ``q_low`` / ``q_high`` / ``q_p``, and the verdict. ``metrics``: table3,
-    comparison (encoder_comparison.json), bias (attention_bias.json), mechanism."""
+    comparison (encoder_comparison.json), bias (attention_bias.json), mechanism, and evidence (the profile's
+    committed per-run files, ``ecqg.analysis.run_evidence.Evidence``, or None: each row is then computed from the
+    summaries, and its ``source`` says so)."""
     rows = []
     for claim in CLAIMS:
         ours = claim.get(metrics)
@@ -268,6 +322,48 @@ def runs_text(row: Mapping) -> str:
     return " v ".join(str(n) for n in row.get("arm_runs", ())) or "–"
 
 
+def test_text(row: Mapping) -> str:
+    """How the row's arms were compared: paired by seed, unpaired, against one model, one model over its runs;
+    "bootstrap" where the hierarchical bootstrap was the wider; "summaries" where no per-run files exist."""
+    interval = row.get("runs")
+    if interval is None:
+        return "–"
+    kind, _, how = interval.method.partition(":")
+    text = kind if how else "t over runs"
+    text += ", bootstrap" if "bootstrap" in interval.method else ""
+    return text + (" (summaries)" if row.get("source") == "summaries" else "")
+
+
+def detectable_text(row: Mapping, digits: int) -> str:
+    if row.get("detectable") is None:
+        return "–"
+    low, high = row.get("detectable_range") or (None, None)
+    spread = f" [{num(low, digits)}, {num(high, digits)}]" if low is not None and high != low else ""
+    return num(row["detectable"], digits) + spread
+
+
+def caption(tested: int, family: str, with_summaries: bool) -> str:
+    """What every claims-like table says above itself: the rule applied, the family, what power means."""
+    return ("Each row is a difference with its 95% interval **over training runs** (runs per arm in `runs`; `test` "
+            "says how the arms were compared: *paired by seed* where both arms ran with the same seeds, which fix "
+            "the gold sub-sample, the held-out split and the batch order in every arm, so the interval is over the "
+            "per-seed differences; *against one model* where one arm is a fixed model, e.g. the untrained base; "
+            "*unpaired* (Welch) otherwise; *one model* for one system's measure over its runs). The interval is the "
+            "t-interval over the runs with the questions' (or passages') noise added (Satterthwaite's degrees of "
+            "freedom), or the hierarchical bootstrap over runs then questions, whichever is wider (*bootstrap* when it "
+            "was); both are computed from the per-run files under `evidence/`"
+            + (", except rows marked *(summaries)*, computed from the metrics' means and spreads (t only) for lack "
+               "of them" if with_summaries else "")
+            + f". A row holds or is reversed only when that interval excludes 0 and its p-value, Holm-corrected over "
+            f"the {tested} rows of {family} that have such an interval (one family), is below {ALPHA}; \"{ONE_RUN}\" "
+            "marks a measure taken on one trained model, which says nothing of training's spread. `detectable`: the "
+            f"smallest difference found with {POWER:.0%} power at the level Holm's step-down makes the row face "
+            f"({ALPHA} / (m - r) for the r-th smallest p) and the runs' degrees of freedom, with, in brackets, its "
+            "range when the runs' sd lies anywhere in its 95% interval (a handful of runs estimate it loosely); `power`: the chance, at that "
+            "level, to find a difference of the paper's size. The last interval is the run-averaged difference "
+            "resampling questions (or passages) only: it measures the test set's noise, not training's.")
+
+
 def render_claim(metrics: Mapping, heading: bool = True) -> str:
     rows = claim_rows(metrics)
     if not rows:
@@ -281,26 +377,19 @@ def render_claim(metrics: Mapping, heading: bool = True) -> str:
         question_level = interval_text(r["q_diff"], r.get("q_low"), r.get("q_high"), d, "")
         if r.get("q_note") and question_level != "–":
             question_level += f"({r['q_note']})"
-        table.append([r["claim"], paper, runs_text(r), str(r["n"] if r["n"] is not None else "–"), over_runs,
-                      pval(r["p_holm"]) if r["p_holm"] is not None else "–",
-                      num(r["detectable"], d) if r["detectable"] is not None else "–",
+        table.append([r["claim"], paper, runs_text(r), test_text(r), str(r["n"] if r["n"] is not None else "–"),
+                      over_runs, pval(r["p_holm"]) if r["p_holm"] is not None else "–", detectable_text(r, d),
                       f"{100 * r['power_at_paper']:.0f}%" if r["power_at_paper"] is not None else "–",
                       question_level.rstrip(), r["verdict"]])
     tested = sum(r["runs"] is not None for r in rows)
     summary = (f"Here: {n['holds']} hold, " + (f"{n['overshoots']} overshoot, " if n["overshoots"] else "")
                + f"{n['reversed']} reversed, {n['not shown']} not shown"
                + (f", {n[ONE_RUN]} measured on one run only" if n[ONE_RUN] else "") + ".")
+    with_summaries = any(r.get("source") == "summaries" and r["runs"] is not None for r in rows)
     return (("#### The paper's claims, checked\n\n" if heading else "")
-            + "Each row is a difference with its 95% interval **over training runs** (runs per arm in `runs`: a "
-            "t-interval over the runs' means with the question-level noise added, or the bootstrap over runs then "
-            "questions, whichever is wider). A row holds or is reversed only when that interval excludes 0 and its "
-            f"p-value, Holm-corrected over the {tested} rows with such an interval, is below {ALPHA}; \"{ONE_RUN}\" "
-            "marks a measure taken on one trained model, which says nothing of training's spread. `detectable`: the "
-            f"smallest difference this run finds with {POWER:.0%} power (two-sided, {ALPHA}); `power`: its chance to "
-            "find a difference of the paper's size. The last interval resamples questions (or passages) only, as "
-            "this table did before; it measures the test set's noise, not training's. The paper's values come from "
-            "its 21M-passage Wikipedia and BERT-base: compare directions; sizes only as a scale. Premise rows "
-            f"first. {summary}\n\n"
-            + md_table(["the paper's claim", "paper", "runs", "n", "here [95% CI over runs]", "p (Holm)", "detectable",
-                        "power at paper's", "over questions only [95% CI]", "verdict"], table,
-                       ["l", "r", "r", "r", "r", "r", "r", "r", "r", "l"]))
+            + caption(tested, CLAIMS_FAMILY, with_summaries)
+            + " The paper's values come from its 21M-passage Wikipedia and BERT-base: compare directions; sizes "
+            f"only as a scale. Premise rows first. {summary}\n\n"
+            + md_table(["the paper's claim", "paper", "runs", "test", "n", "here [95% CI over runs]", "p (Holm)",
+                        "detectable", "power at paper's", "over questions only [95% CI]", "verdict"], table,
+                       ["l", "r", "r", "l", "r", "r", "r", "r", "r", "r", "l"]))

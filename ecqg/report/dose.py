@@ -5,8 +5,10 @@ pre-trained on 0.2-0.4 times, and whatever its sets did before fine-tuning was g
 larger dose moves the retriever, and whether Mixed moves it differently from UnCon. Its rows are read from
 ``table3.json``: the pre-training-only models at each size of ``mixing.doses`` (``dpr_<set>_d<n>_pre``) and at the
 full set (``dpr_<set>_pre``), each pre-trained with every seed of ``dpr.seeds``; the fine-tuned models, which exist at
-the full set only. Every difference gets its interval over training runs (:mod:`ecqg.report.evidence`), the smallest
-effect the run could detect, and a verdict after Holm over the curve's rows (a family of its own).
+the full set only. Every difference gets its interval over training runs (:mod:`ecqg.report.evidence`: from the
+per-run files where the profile has them), the smallest effect the run could detect, and a verdict. The
+pre-training-only rows are a Holm family of their own (``DOSE_FAMILY``); the fine-tuned rows at the full set are rows
+of the claims table, and show the claims family's adjusted p and verdict (one comparison, one p-value).
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ecqg.report import evidence
-from ecqg.report.claim import with_verdicts
-from ecqg.report.format import interval_text, load_metrics, md_table, num, pval, subtree
+from ecqg.report.claim import (CLAIMS_FAMILY, DOSE_FAMILY, caption, claim_rows, detectable_text, test_text,
+                               with_verdicts)
+from ecqg.report.format import interval_text, load_metrics, md_table, pval, subtree
 
 DOSE_SYSTEM = re.compile(r"dpr_(uncon|mixed)_d(\d+)_pre")
 UNTRAINED = "minilm_untrained"
@@ -45,8 +48,15 @@ def _paired(table3: Mapping, a: str, b: str) -> Mapping | None:
     return subtree(table3.get("paired"), f"{a}_minus_{b}", DATASET, "all")
 
 
-def _row(table3: Mapping, label: str, size: int | None, a: str, b: str, k: int, stage: str) -> dict | None:
-    """A - B at Top-k over runs: two arms of runs, or (B the untrained base, one fixed model) A's runs against it."""
+def _row(table3: Mapping, label: str, size: int | None, a: str, b: str, k: int, stage: str, ev=None) -> dict | None:
+    """A - B at Top-k over runs: from the per-run files (``ev``) where they hold both systems, else from the
+    summaries: two arms of runs, or (B the untrained base, one fixed model) A's runs against it."""
+    base = {"label": label, "size": size, "k": k, "stage": stage, "paper": None, "direction": 1.0, "digits": 1,
+            "pair": (a, b)}
+    got = None if ev is None else evidence.topk_difference(ev, a, b, k, DATASET)
+    if got is not None:
+        return {**base, "runs": got.interval, "arm_runs": got.arm_runs, "q_diff": got.q_diff, "q_low": got.q_low,
+                "q_high": got.q_high, "q_p": None, "n": got.n, "source": "per-run files"}
     arm_a, arm_b, node = _arm(table3, a, k), _arm(table3, b, k), _paired(table3, a, b)
     if arm_a is None or arm_b is None or node is None:
         return None
@@ -56,28 +66,35 @@ def _row(table3: Mapping, label: str, size: int | None, a: str, b: str, k: int, 
     else:
         interval = evidence.between_models(arm_a, arm_b, node, f"top{k}", f"top{k}")
         runs = (arm_a.runs, arm_b.runs)
-    return {"label": label, "size": size, "k": k, "stage": stage, "runs": interval, "arm_runs": runs,
-            "q_diff": node.get(f"top{k}_diff"), "q_low": node.get(f"top{k}_ci_low"),
-            "q_high": node.get(f"top{k}_ci_high"), "q_p": node.get(f"top{k}_p"), "n": node.get("n"),
-            "paper": None, "direction": 1.0, "digits": 1}
+    return {**base, "runs": interval, "arm_runs": runs, "q_diff": node.get(f"top{k}_diff"),
+            "q_low": node.get(f"top{k}_ci_low"), "q_high": node.get(f"top{k}_ci_high"), "q_p": node.get(f"top{k}_p"),
+            "n": node.get("n"), "source": "summaries"}
 
 
-def dose_rows(table3: Mapping, full_size: int | None) -> list[dict]:
-    """Every row of the curve with its verdict (Holm over the curve's rows): at each size, Mixed-pre - UnCon-pre and
-    each pre-trained set against the untrained base; at the full set, the fine-tuned Mixed - UnCon and Mixed - DPR."""
+def dose_rows(table3: Mapping, full_size: int | None, ev=None, claims: list[dict] | None = None) -> list[dict]:
+    """Every row of the curve with its verdict: at each size, Mixed-pre - UnCon-pre and each pre-trained set against
+    the untrained base (Holm over these rows: ``DOSE_FAMILY``); at the full set, the fine-tuned Mixed - UnCon and
+    Mixed - DPR, which are claims-table rows: taken from ``claims`` (``claim_rows``' output) with that family's
+    adjusted p and verdict, or computed and corrected with the claims table's rows when not given."""
     rows = []
     points = dose_points(table3, full_size)
     for size, mixed, uncon in points:
         for k in KS:
-            rows += [_row(table3, "Mixed - UnCon", size, mixed, uncon, k, "pre-training only"),
-                     _row(table3, "UnCon - MiniLM", size, uncon, UNTRAINED, k, "pre-training only"),
-                     _row(table3, "Mixed - MiniLM", size, mixed, UNTRAINED, k, "pre-training only")]
+            rows += [_row(table3, "Mixed - UnCon", size, mixed, uncon, k, "pre-training only", ev),
+                     _row(table3, "UnCon - MiniLM", size, uncon, UNTRAINED, k, "pre-training only", ev),
+                     _row(table3, "Mixed - MiniLM", size, mixed, UNTRAINED, k, "pre-training only", ev)]
+    rows = with_verdicts([r for r in rows if r is not None], DOSE_FAMILY)
     if points:
+        if claims is None:
+            claims = claim_rows({"table3": table3, "evidence": ev})
+        shared = {(r.get("pair"), r.get("k")): r for r in claims if r.get("pair")}
         size = points[-1][0]
         for k in KS:
-            rows += [_row(table3, "Mixed - UnCon", size, "dpr_mixed", "dpr_uncon", k, "fine-tuned"),
-                     _row(table3, "Mixed - DPR", size, "dpr_mixed", "dpr_baseline", k, "fine-tuned")]
-    return with_verdicts([r for r in rows if r is not None])
+            for label, pair in (("Mixed - UnCon", ("dpr_mixed", "dpr_uncon")),
+                                ("Mixed - DPR", ("dpr_mixed", "dpr_baseline"))):
+                if (pair, k) in shared:
+                    rows.append({**shared[(pair, k)], "label": label, "size": size, "k": k, "stage": "fine-tuned"})
+    return rows
 
 
 def _examples(metrics_dir: Path, pattern: str) -> int | None:
@@ -103,32 +120,39 @@ def full_set_size(mixing: Mapping | None) -> int | None:
     return int(total["total"]) if total and total.get("total") else None
 
 
-def render_dose_curve(metrics_dir: Path, table3: Mapping | None, mixing: Mapping | None) -> str:
-    """The page's section: the table of the curve and where its figure is; empty without doses."""
+def render_dose_curve(metrics_dir: Path, inputs: Mapping) -> str:
+    """The page's section: the table of the curve and where its figure is; empty without doses. ``inputs``:
+    ``ecqg.report.evidence.claim_inputs``."""
+    table3, mixing = inputs.get("table3"), inputs.get("mixing")
     if not table3:
         return ""
     points = dose_points(table3, full_set_size(mixing))
-    rows = dose_rows(table3, full_set_size(mixing))
+    rows = dose_rows(table3, full_set_size(mixing), inputs.get("evidence"))
     if not rows:
         return ""
     ratios = dose_ratios(metrics_dir, points)
     table = [[f"{r['size']:,}" if r["size"] else "full set",
               f"{ratios[r['size']]:.1f}x" if r["size"] in ratios else "–", r["stage"], f"{r['label']}, Top-{r['k']}",
-              " v ".join(str(n) for n in r["arm_runs"]),
+              " v ".join(str(n) for n in r["arm_runs"]), test_text(r),
               interval_text(r["diff"], r["low"], r["high"], 1, "").rstrip() if r["runs"] is not None else "–",
-              pval(r["p_holm"]) if r["p_holm"] is not None else "–",
-              num(r["detectable"], 1) if r["detectable"] is not None else "–",
-              interval_text(r["q_diff"], r["q_low"], r["q_high"], 1, "").rstrip(), r["verdict"]] for r in rows]
+              pval(r["p_holm"]) if r["p_holm"] is not None else "–", r["family"].removeprefix("the "),
+              detectable_text(r, 1), interval_text(r["q_diff"], r["q_low"], r["q_high"], 1, "").rstrip(),
+              r["verdict"]] for r in rows]
+    own = sum(r["runs"] is not None and r["family"] == DOSE_FAMILY for r in rows)
+    with_summaries = any(r.get("source") == "summaries" and r["runs"] is not None for r in rows)
     return ("#### The dose curve\n\n"
             "NQ test Top-k as the synthetic set grows (questions per set; `dose`: pre-training examples per example "
             "fine-tuning sees, the paper's is about 4x). At every size each set is pre-trained with every training "
             "seed and searched right after pre-training; the fine-tuned models exist at the full set only. MiniLM: the "
-            "untrained base every model starts from (one fixed model). Intervals over training runs as in the claims "
-            "table; Holm over the curve's rows; `detectable`: the smallest difference found with 80% power. Figure: "
+            "untrained base every model starts from (one fixed model). A point's runs differ by their pre-training "
+            "seed (and with it the batch order); a dose is the set cut to that size, pre-trained for the same "
+            "number of epochs as the full set, so a larger dose is also more steps: data and steps vary together. "
+            + caption(own, DOSE_FAMILY, with_summaries)
+            + f" The fine-tuned rows are rows of {CLAIMS_FAMILY} and show its adjusted p (`family`). Figure: "
             f"`{figure_path(metrics_dir.name).as_posix()}` (`python -m ecqg.report` draws it).\n\n"
-            + md_table(["questions per set", "dose", "models", "difference", "runs", "here [95% CI over runs]",
-                        "p (Holm)", "detectable", "over questions only [95% CI]", "verdict"], table,
-                       ["r", "r", "l", "l", "r", "r", "r", "r", "r", "l"]))
+            + md_table(["questions per set", "dose", "models", "difference", "runs", "test", "here [95% CI over runs]",
+                        "p (Holm)", "family", "detectable", "over questions only [95% CI]", "verdict"], table,
+                       ["r", "r", "l", "l", "r", "l", "r", "r", "l", "r", "r", "l"]))
 
 
 def figure_path(profile: str) -> Path:
@@ -139,8 +163,8 @@ def draw_dose_curve(metrics_dir: Path, out: Path) -> Path | None:
     """Mixed - UnCon (and each set against the untrained base) against the dose, one panel per Top-k, each point
     with its 95% interval over training runs; the fine-tuned differences at the full set beside them. None without
     doses."""
-    table3, mixing = load_metrics(metrics_dir, "table3.json"), load_metrics(metrics_dir, "mixing.json")
-    rows = dose_rows(table3 or {}, full_set_size(mixing))
+    inputs = evidence.claim_inputs(metrics_dir)
+    rows = dose_rows(inputs["table3"] or {}, full_set_size(inputs["mixing"]), inputs["evidence"])
     if not rows:
         return None
     import matplotlib

@@ -13,7 +13,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
 
 from ecqg.analysis.stats import (Interval, combined_se, conservative, one_sample_interval, se_from_ci, t_interval,
                         welch_interval)
@@ -74,8 +77,9 @@ def against_fixed(a: Arm | None, fixed: float, paired: Mapping | None, key: str,
         return one_sample_interval([v - fixed for v in a.values], question_se, confidence, runs=(a.runs,))
     if a.sd is None:
         return None
-    return t_interval(a.mean - fixed, *combined_se(a.sd ** 2 / a.runs, a.runs - 1, question_se), confidence,
-                      "t over runs + questions", (a.runs,))
+    return replace(t_interval(a.mean - fixed, *combined_se(a.sd ** 2 / a.runs, a.runs - 1, question_se), confidence,
+                              "against one model: t over runs + questions", (a.runs,)),
+                   run_se=a.sd / math.sqrt(a.runs), unit_se=question_se, run_df=float(a.runs - 1))
 
 
 def per_run(block: Mapping | None, measure: str, ci: str | None = None, confidence: float = 0.95
@@ -90,7 +94,8 @@ def per_run(block: Mapping | None, measure: str, ci: str | None = None, confiden
     ses = [se_from_ci(r.get(f"{ci}_ci_low"), r.get(f"{ci}_ci_high"), confidence) for r in runs]
     ses = [s for s in ses if s is not None]
     unit_se = sum(ses) / len(ses) if ses else 0.0
-    return one_sample_interval(values, unit_se, confidence, runs=(len(values),) * 2), values
+    interval = one_sample_interval(values, unit_se, confidence, runs=(len(values),) * 2)
+    return (None if interval is None else replace(interval, method="paired by seed: t over runs + units")), values
 
 
 def between_slices(node: Mapping | None, a: str, b: str, key: str, confidence: float = 0.95) -> Interval | None:
@@ -105,10 +110,116 @@ def between_slices(node: Mapping | None, a: str, b: str, key: str, confidence: f
            for s in (a, b)]
     question_se = math.sqrt(sum(s ** 2 for s in ses if s is not None))
     if sa.values and len(sa.values) == len(sb.values):
-        return one_sample_interval([x - y for x, y in zip(sa.values, sb.values)], question_se, confidence,
-                                   runs=(len(sa.values),))
+        return replace(one_sample_interval([x - y for x, y in zip(sa.values, sb.values)], question_se, confidence,
+                                           runs=(len(sa.values),)), method="same runs: t over runs + questions")
     if sa.runs < 2 or sa.sd is None or sb.sd is None:
         return None
     spread = (sa.sd + sb.sd) ** 2 / sa.runs                 # sd(X - Y) <= sd(X) + sd(Y)
-    return t_interval(sa.mean - sb.mean, *combined_se(spread, sa.runs - 1, question_se), confidence,
-                      "t over runs (spread bounded) + questions", (sa.runs,))
+    return replace(t_interval(sa.mean - sb.mean, *combined_se(spread, sa.runs - 1, question_se), confidence,
+                              "same runs: t over runs (spread bounded) + questions", (sa.runs,)),
+                   run_se=math.sqrt(spread), unit_se=question_se, run_df=float(sa.runs - 1))
+
+
+# ------------------------------------------------------------------------------ from the committed per-run evidence
+# Where a profile commits its per-run files (``results/<profile>/evidence/``), every row is computed from them: the
+# arms pair by seed where both have the same seeds (the design pairs them), one fixed model is compared run by run,
+# and other arms are independent (:func:`ecqg.analysis.over_runs.over_runs`, the rule the tables print).
+N_BOOT, BOOT_SEED = 2000, 0          # the hierarchical bootstrap's resamples (fixed: a recomputed row is the same row)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One row's interval from the evidence, with the question-level view of the same data: the run-averaged
+    difference, resampling units only (for every row the same meaning)."""
+
+    interval: Interval | None
+    arm_runs: tuple[int, ...]
+    q_diff: float
+    q_low: float
+    q_high: float
+    n: int
+    per_run: tuple[float, ...] = ()     # each run's A - B, where the runs pair (same seeds, or the same runs)
+
+
+def pairing(seeds_a: tuple[int, ...], seeds_b: tuple[int, ...]) -> bool:
+    """The design pairs two arms when they ran with the same training seeds (more than one, none untrained)."""
+    from ecqg.analysis.run_evidence import UNTRAINED_SEED
+
+    return seeds_a == seeds_b and len(seeds_a) > 1 and UNTRAINED_SEED not in seeds_a
+
+
+def measured(a: np.ndarray, seeds_a: tuple[int, ...], b: np.ndarray | None = None, seeds_b: tuple[int, ...] = (),
+             paired_units: bool = True, same_runs: bool | None = None, scale: float = 1.0,
+             confidence: float = 0.95) -> Measured:
+    """A - B (or A alone) over runs and over units, from units x runs matrices; ``same_runs``: the two matrices are
+    two measures of the same runs (two slices of one model), paired by construction."""
+    from ecqg.analysis.over_runs import over_runs
+    from ecqg.analysis.stats import bootstrap_ci
+
+    a, b = a * scale, None if b is None else b * scale
+    if b is not None and paired_units:
+        keep = ~(np.isnan(a).any(axis=1) | np.isnan(b).any(axis=1))
+        a, b = a[keep], b[keep]
+    paired = same_runs if same_runs is not None else (b is not None and pairing(seeds_a, seeds_b))
+    interval = over_runs(a, b, paired_runs=paired, paired_units=paired_units, n_boot=N_BOOT, seed=BOOT_SEED,
+                         confidence=confidence)
+    if b is None or paired_units:
+        per_unit = a.mean(axis=1) - (0.0 if b is None else b.mean(axis=1))
+        low, high = bootstrap_ci(per_unit, N_BOOT, BOOT_SEED, confidence)
+        q_diff, n = float(per_unit.mean()), len(per_unit)
+    else:
+        ua, ub = a.mean(axis=1), b.mean(axis=1)
+        la, ha = bootstrap_ci(ua, N_BOOT, BOOT_SEED, confidence)
+        lb, hb = bootstrap_ci(ub, N_BOOT, BOOT_SEED + 1, confidence)
+        q_diff, n = float(ua.mean() - ub.mean()), len(ua) + len(ub)
+        half = math.hypot((ha[0] - la[0]) / 2, (hb[0] - lb[0]) / 2)
+        low, high = np.array([q_diff - half]), np.array([q_diff + half])
+    runs = (a.shape[1],) if b is None or same_runs else (a.shape[1], b.shape[1])
+    per_run = (np.nanmean(a, axis=0) - np.nanmean(b, axis=0)) if b is not None and paired else ()
+    return Measured(interval, runs, q_diff, float(low[0]), float(high[0]), n, tuple(float(x) for x in per_run))
+
+
+def topk_difference(ev, a: str, b: str, k: int, dataset: str = "nq", questions: np.ndarray | None = None
+                    ) -> Measured | None:
+    """Top-k of A - B in points over the test questions (or a slice of them), from first-hit ranks."""
+    ha, hb = ev.hits(a, dataset, k, questions), ev.hits(b, dataset, k, questions)
+    if ha is None or hb is None:
+        return None
+    return measured(ha[0], ha[1], hb[0], hb[1], scale=100.0)
+
+
+def values_difference(ev, measure: str, a: str, b: str | None = None) -> Measured | None:
+    """A per-unit measure's A - B (or A's mean) over the same units (passages, questions)."""
+    va = ev.unit_values(measure, a)
+    vb = None if b is None else ev.unit_values(measure, b)
+    if va is None or (b is not None and vb is None):
+        return None
+    if vb is None:
+        return measured(va[0], va[1])
+    return measured(va[0], va[1], vb[0], vb[1])
+
+
+def slices_difference(ev, system: str, kind: str, first: str, second: str, k: int, dataset: str = "nq"
+                      ) -> Measured | None:
+    """One system's Top-k on slice ``first`` minus on slice ``second``: the same runs, different questions."""
+    qa, qb = ev.slice_questions(kind, first, dataset), ev.slice_questions(kind, second, dataset)
+    if qa is None or qb is None:
+        return None
+    ha, hb = ev.hits(system, dataset, k, qa), ev.hits(system, dataset, k, qb)
+    if ha is None or hb is None:
+        return None
+    return measured(ha[0], ha[1], hb[0], hb[1], paired_units=False, same_runs=True, scale=100.0)
+
+
+def claim_inputs(metrics_dir: Path) -> dict:
+    """Everything the claims table and the dose curve read from one profile's committed results: the metrics files
+    and, where the profile has them, the per-run files (``evidence``)."""
+    from ecqg.analysis.run_evidence import Evidence
+    from ecqg.report.format import load_metrics
+
+    return {"table3": load_metrics(metrics_dir, "table3.json"),
+            "comparison": load_metrics(metrics_dir, "encoder_comparison.json"),
+            "bias": load_metrics(metrics_dir, "attention_bias.json"),
+            "mechanism": load_metrics(metrics_dir, "mechanism.json"),
+            "mixing": load_metrics(metrics_dir, "mixing.json"),
+            "evidence": Evidence.load(metrics_dir)}
