@@ -538,22 +538,17 @@ def seed_stack(by_seed: dict[int, dict], name: str, only: set | None = None):
     return np.stack([as_hits(j["ranks"][name]) for s, j in by_seed.items() if only is None or s in only], axis=1)
 
 
-def runs_interval(stack_a, stack_b, k: int, question_level: dict):
-    """A - B at Top-k with the runs (seeds) as the unit: the wider of the hierarchical bootstrap (runs, then
-    questions) and Welch's t over the seeds' accuracies with the question-level SE added (``ecqg.analysis.stats``); None with
-    one seed (the question-level figures are all there is)."""
+def runs_interval(stack_a, stack_b, k: int, paired: bool = True):
+    """A - B at Top-k with the runs (seeds) as the unit, by the claims tables' rule (``ecqg.analysis.over_runs``):
+    paired by seed (the stacks hold the seeds both systems share, in one order; a seed fixes the gold sub-sample and
+    the batch order in every arm), or, for comparison, as two independent arms. None with one seed."""
     from ecqg import evaluation
-    from ecqg.analysis import stats
+    from ecqg.analysis.over_runs import over_runs
 
     a, b = (evaluation.seed_hits_at_k(x, [k])[:, :, 0].astype(float) for x in (stack_a, stack_b))
     if a.shape[1] < 2 or b.shape[1] < 2:
         return None
-    boot = stats.hierarchical_bootstrap(a, b, n_boot=2000, seed=0)
-    per_run_a, per_run_b = a.mean(axis=0), b.mean(axis=0)
-    t = stats.welch_interval(per_run_a.mean(), per_run_a.std(ddof=1), len(per_run_a), per_run_b.mean(),
-                             per_run_b.std(ddof=1), len(per_run_b),
-                             stats.se_from_ci(question_level["ci_low"], question_level["ci_high"]))
-    return stats.conservative(boot, t)
+    return over_runs(a, b, paired_runs=paired, n_boot=2000, seed=0)
 
 
 def summarize(paths_: list[Path]) -> None:
@@ -592,14 +587,16 @@ def summarize(paths_: list[Path]) -> None:
             for k in (1, 5, 20):
                 stacks = [seed_stack(runs[x], name, common) for x in (a, b)]
                 res = tables.paired_bootstrap(*stacks, k)
-                over_runs = runs_interval(*stacks, k, res)
+                over_runs, unpaired = runs_interval(*stacks, k), runs_interval(*stacks, k, paired=False)
                 pairs.append({"set": name, "pair": f"{a} - {b}", "k": k, "seeds": len(common),
                               "difference": round(100 * res["difference"], 1),
                               "ci": [round(100 * res["ci_low"], 1), round(100 * res["ci_high"], 1)],
                               "p_value": res["p_value"],
-                              "ci_over_runs": None if over_runs is None else
-                              [round(100 * over_runs.low, 1), round(100 * over_runs.high, 1)],
-                              "p_over_runs": None if over_runs is None else round(over_runs.p, 4),
+                              "ci_paired_runs": None if over_runs is None else
+                              [round(100 * over_runs.low, 2), round(100 * over_runs.high, 2)],
+                              "p_paired_runs": None if over_runs is None else round(over_runs.p, 4),
+                              "ci_unpaired_runs": None if unpaired is None else
+                              [round(100 * unpaired.low, 2), round(100 * unpaired.high, 2)],
                               "detectable": None if over_runs is None else
                               round(100 * stats.detectable_effect(over_runs.se, over_runs.df), 1)})
     with pd.option_context("display.width", 200, "display.max_columns", 20):
