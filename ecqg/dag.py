@@ -274,11 +274,6 @@ def synthetic_stages(params: Mapping) -> list[Stage]:
     return stages
 
 
-# The per-run evidence files (ecqg.analysis.run_evidence) 06 and 07 commit, which the report's intervals read.
-EVIDENCE_06 = ("evidence/ranks.parquet", "evidence/passages.parquet")
-EVIDENCE_07 = ("evidence/mechanism.parquet", "evidence/slices.parquet")
-
-
 def analysis_stages(params: Mapping) -> list[Stage]:
     """Hybrids, 06 (Table 3, attention), 07 (mechanism) and the generated results page."""
     pseudo = variants.builds("pseudo_queries", params)
@@ -289,8 +284,7 @@ def analysis_stages(params: Mapping) -> list[Stage]:
                         ["evaluation.ks", "evaluation.bootstrap_samples", "evaluation.confidence", "seed", "attention",
                          "dpr.seeds", "dpr.related_seeds", "dpr.variants", "hybrid.variants", "pseudo",
                          "polydpr.codes", "mixing.doses"],
-                        [_nocache(f"results/{PROFILE}/plots/topk"), *(_nocache(f"results/{PROFILE}/{name}")
-                                                                    for name in EVIDENCE_06)],
+                        [_nocache(f"results/{PROFILE}/plots/topk")],
                         ["table3.json", "encoder_comparison.json", "poly_codes.json", "finetune_curve.json"],
                         "Table 3 over every replicate, the dense models' attention, the Table 1 probe")
     mechanism = _notebook("07", "mechanism", [str(paths.RUNS), str(paths.MODELS), str(paths.QUESTIONS),
@@ -298,8 +292,7 @@ def analysis_stages(params: Mapping) -> list[Stage]:
                           ["seed", "evaluation", "retrieval.depth", "dpr.seeds", "dpr.related_seeds",
                            "dpr.variants", "hybrid.variants", "mixing.doses", "dpr.model", "dpr.base_model",
                            "dpr.passage_max_length", "dpr.encode", "attention.batch_size"],
-                          [_nocache(f"results/{PROFILE}/plots/position_top5.csv"),
-                           *(_nocache(f"results/{PROFILE}/{name}") for name in EVIDENCE_07)],
+                          [_nocache(f"results/{PROFILE}/plots/position_top5.csv")],
                           ["mechanism.json", "mechanism_curve.json"],
                           "NQ sliced by answer position and entity attention, the moved-sentence probe")
     related = ["stage_pseudo_queries.json"] if pseudo else []
@@ -315,7 +308,7 @@ def analysis_stages(params: Mapping) -> list[Stage]:
         f"stage_retrieve_dense_uncon-{FIRST_SEED}.json", f"stage_retrieve_dense_mixed-{FIRST_SEED}.json",
         "stage_01_attention_bias.json", "stage_02_question_generation.json", "stage_03_filtering.json",
         "stage_04_mixing.json", "stage_06_results_and_attention_entropy.json", "mechanism.json",
-        "stage_07_mechanism.json", "finetune_curve.json", "mechanism_curve.json", *EVIDENCE_06, *EVIDENCE_07)]
+        "stage_07_mechanism.json", "finetune_curve.json", "mechanism_curve.json")]
     return [
         Stage("hybrid", "python -m ecqg.stages.hybrid ${item.variant} --seed ${item.seed}",
               [f"{paths.RUNS}/bm25", f"{paths.RUNS}/dpr_${{item.variant}}_s${{item.seed}}"],
@@ -337,18 +330,33 @@ def stages(params: Mapping, table: Sequence[variants.Variant] | None = None) -> 
     return [*data_stages(), *dense_stages(params, table), *synthetic_stages(params), *analysis_stages(params)]
 
 
-PLOTS = """plots:
-  - results/${profile}/plots/training:
-      x: step
-      y: loss
-  - results/${profile}/plots/validation:
-      x: step
-      y: [val_top1, val_top5, val_top20]
-  - results/${profile}/plots/topk:
-      x: k
-  - results/${profile}/plots/position_top5.csv:
-      x: bucket
-"""
+def plotted_systems(params: Mapping, table: Sequence[variants.Variant] | None = None) -> list[str]:
+    """The columns of the Top-k (06) and answer-position (07) plot data: Table 3's rows in its order (the sparse
+    retrievers, the untrained encoder, each pre-trained variant right after pre-training, the dose curve's rows,
+    every trained variant, the BM25 + dense hybrids). ``ecqg.pipeline.results.table3_systems`` says the same in the
+    layer above, which this module may not import; tests/test_plots.py holds the two equal for every profile."""
+    trained = variants.trained(params, table)
+    doses = [variants.dose_variant(base, n, table) for n in variants.doses(params) for base in variants.DOSED_SETS]
+    hybrids = [f"hybrid_{method}_{v}" for v in params["hybrid"]["variants"] for method in ("sum", "rrf")]
+    return [*variants.SPARSE, variants.UNTRAINED, *(v.pre_system for v in trained if v.pretrained),
+            *(v.pre_system for v in doses), *(v.system for v in trained), *hybrids]
+
+
+def render_plots(params: Mapping, table: Sequence[variants.Variant] | None = None) -> str:
+    """DVC's plots (``dvc plots show``): a file per training run (loss; validation Top-k), and the Top-k (a file per
+    test set) and answer-position data, a column per system. Each of those columns is named in ``y``: DVC draws one
+    line per field named there, and only a file's last column when ``y`` is left out."""
+    systems = plotted_systems(params, table)
+    return "\n".join([
+        "plots:",
+        "  - results/${profile}/plots/training:", "      x: step", "      y: loss",
+        "  - results/${profile}/plots/validation:", "      x: step", "      y: [val_top1, val_top5, val_top20]",
+        "  - results/${profile}/plots/topk:                 # Top-k against k, a file per test set",
+        "      x: k", "      y_label: Top-k accuracy (%)", *_flow("y", systems, "      "),
+        "  - results/${profile}/plots/position_top5.csv:    # NQ Top-5 by the answer's sentence in its passage",
+        "      x: answer_sentence", "      x_label: answer sentence (1, 2, 3 or later)",
+        "      y_label: Top-5 accuracy (%)", *_flow("y", systems, "      "),
+    ]) + "\n"
 
 
 # ================================================================================================ rendering
@@ -417,7 +425,7 @@ def render(params: Mapping, table: Sequence[variants.Variant] | None = None, roo
     chosen = params["dpr"]["variants"]
     selection = (f"# Variants: dpr.variants is '{chosen}'" if chosen == variants.ALL else
                  f"# Variants: dpr.variants selects {', '.join(chosen)}") + " (params.yaml).\n"
-    return f"{HEADER}{selection}stages:\n{body}\n\n{PLOTS}"
+    return f"{HEADER}{selection}stages:\n{body}\n\n{render_plots(params, table)}"
 
 
 def prune_lock(lock: Path, params_file: Path = Path("params.yaml")) -> list[str]:
