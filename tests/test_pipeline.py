@@ -177,6 +177,16 @@ def test_smoke_dag_end_to_end(smoke_repo, tmp_path):
             assert nq["top100_seed_min"] <= nq["top100"] <= nq["top100_seed_max"] and nq["top1_seed_sd"] >= 0
     # Every gold passage of the smoke questions is in the smoke corpus, so BM25 finds some of them.
     assert table["accuracy"]["bm25"]["nq"]["all"]["top100"] > 0
+    # 06 and 07 commit every run's evidence; the claims table is recomputed from it alone, paired by seed
+    from ecqg.report import recompute
+
+    for name in ("ranks", "passages", "mechanism", "slices"):
+        assert (repo / f"results/smoke/evidence/{name}.parquet").is_file(), name
+    rows = {r["row"]: r for r in recompute.rows(repo / "results/smoke")}
+    uncon = rows["Table 3, NQ Top-1: UnCon-DPR - DPR > 0"]
+    assert uncon["source"] == "per-run files" and uncon["test"].startswith("paired by seed")
+    assert uncon["runs"] == "2 v 2" and uncon["low"] <= uncon["diff"] <= uncon["high"]
+    assert any(r["row"].startswith("attention entropy") and r["source"] == "per-run files" for r in rows.values())
 
     executed = nbformat.read(repo / "outputs/notebooks/06_results_and_attention_entropy.ipynb", as_version=4)
     shown = [o for c in executed.cells if c.cell_type == "code" for o in c.get("outputs", [])]
