@@ -274,6 +274,11 @@ def synthetic_stages(params: Mapping) -> list[Stage]:
     return stages
 
 
+# The per-run evidence files (ecqg.analysis.run_evidence) 06 and 07 commit, which the report's intervals read.
+EVIDENCE_06 = ("evidence/ranks.parquet", "evidence/passages.parquet")
+EVIDENCE_07 = ("evidence/mechanism.parquet", "evidence/slices.parquet")
+
+
 def analysis_stages(params: Mapping) -> list[Stage]:
     """Hybrids, 06 (Table 3, attention), 07 (mechanism) and the generated results page."""
     pseudo = variants.builds("pseudo_queries", params)
@@ -284,7 +289,8 @@ def analysis_stages(params: Mapping) -> list[Stage]:
                         ["evaluation.ks", "evaluation.bootstrap_samples", "evaluation.confidence", "seed", "attention",
                          "dpr.seeds", "dpr.related_seeds", "dpr.variants", "hybrid.variants", "pseudo",
                          "polydpr.codes", "mixing.doses"],
-                        [_nocache(f"results/{PROFILE}/plots/topk")],
+                        [_nocache(f"results/{PROFILE}/plots/topk"), *(_nocache(f"results/{PROFILE}/{name}")
+                                                                    for name in EVIDENCE_06)],
                         ["table3.json", "encoder_comparison.json", "poly_codes.json", "finetune_curve.json"],
                         "Table 3 over every replicate, the dense models' attention, the Table 1 probe")
     mechanism = _notebook("07", "mechanism", [str(paths.RUNS), str(paths.MODELS), str(paths.QUESTIONS),
@@ -292,7 +298,8 @@ def analysis_stages(params: Mapping) -> list[Stage]:
                           ["seed", "evaluation", "retrieval.depth", "dpr.seeds", "dpr.related_seeds",
                            "dpr.variants", "hybrid.variants", "mixing.doses", "dpr.model", "dpr.base_model",
                            "dpr.passage_max_length", "dpr.encode", "attention.batch_size"],
-                          [_nocache(f"results/{PROFILE}/plots/position_top5.csv")],
+                          [_nocache(f"results/{PROFILE}/plots/position_top5.csv"),
+                           *(_nocache(f"results/{PROFILE}/{name}") for name in EVIDENCE_07)],
                           ["mechanism.json", "mechanism_curve.json"],
                           "NQ sliced by answer position and entity attention, the moved-sentence probe")
     related = ["stage_pseudo_queries.json"] if pseudo else []
@@ -308,7 +315,7 @@ def analysis_stages(params: Mapping) -> list[Stage]:
         f"stage_retrieve_dense_uncon-{FIRST_SEED}.json", f"stage_retrieve_dense_mixed-{FIRST_SEED}.json",
         "stage_01_attention_bias.json", "stage_02_question_generation.json", "stage_03_filtering.json",
         "stage_04_mixing.json", "stage_06_results_and_attention_entropy.json", "mechanism.json",
-        "stage_07_mechanism.json", "finetune_curve.json", "mechanism_curve.json")]
+        "stage_07_mechanism.json", "finetune_curve.json", "mechanism_curve.json", *EVIDENCE_06, *EVIDENCE_07)]
     return [
         Stage("hybrid", "python -m ecqg.stages.hybrid ${item.variant} --seed ${item.seed}",
               [f"{paths.RUNS}/bm25", f"{paths.RUNS}/dpr_${{item.variant}}_s${{item.seed}}"],
