@@ -31,11 +31,11 @@ from pathlib import Path
 
 from ecqg import cli, paths
 from ecqg.io import write_text
-from ecqg.report.claim import claim_intro, render_claim
+from ecqg.report.claim import claim_intro, claim_rows, render_claim, runs_text, test_text
 from ecqg.report.convergence import render_fine_tuning
 from ecqg.report.dose import draw_dose_curve, figure_path, render_dose_curve
 from ecqg.report.evidence import claim_inputs
-from ecqg.report.format import CLAIM_BLOCK, SYNTHETIC_STAGES, load_metrics, missing_note
+from ecqg.report.format import CLAIM_BLOCK, SYNTHETIC_STAGES, interval_text, load_metrics, md_table, missing_note, num
 from ecqg.report.headline import headline, render_comparison
 from ecqg.report.mechanism import render_mechanism
 from ecqg.report.related import render_poly_codes, render_pseudo_sets, render_questions, render_tempqg
@@ -137,14 +137,29 @@ def _blocks(text: str, readme: Path) -> dict[str, tuple[int, int]]:
     return spans
 
 
+# The README's answer: a few rows of each profile's claims table (the full table is on the profile's page).
+HEADLINE_CLAIMS = ("Table 3, NQ Top-1: UnCon-DPR - DPR", "Table 3, NQ Top-1: Mixed-DPR - UnCon-DPR",
+                   "Table 3, NQ Top-1: Mixed-DPR - DPR", "attention entropy: Mixed-DPR - UnCon-DPR",
+                   "later-sentence share: Mixed-DPR - UnCon-DPR")
+
+
 def render_claim_block(metrics_dir: Path) -> str:
-    """The README's answer: the claims table of a profile and where its full page is."""
-    table = render_claim(claim_inputs(metrics_dir), heading=False)
-    if not table:
+    """The README's answer for one profile: the headline rows of its claims table (``HEADLINE_CLAIMS``), with the
+    verdict over training runs and where the full table is."""
+    rows = [r for r in claim_rows(claim_inputs(metrics_dir)) if r["claim"].startswith(HEADLINE_CLAIMS)]
+    if not rows:
         raise ValueError(f"{metrics_dir}: no metrics to check the paper's claims against (run `dvc repro` first)")
+    table = [[r["claim"].removesuffix(r.get("detail", "")).removesuffix(" > 0"),
+              num(r["paper"], 2 if r["unit"] == "nats" else 1, signed=True) if r["paper"] is not None else "–",
+              runs_text(r), test_text(r),
+              interval_text(r["diff"], r["low"], r["high"], r["digits"], r["unit"]) if r["runs"] is not None else "–",
+              r["verdict"]] for r in rows]
     page = (metrics_dir / PAGE).as_posix()
-    return (f"\n{claim_intro(metrics_dir.name)}\n\n{table.rstrip()}\n\n"
-            f"Every figure of the run, with the settings and stage times: [{page}]({page}).\n")
+    return (f"\n{claim_intro(metrics_dir.name)}\n\n"
+            + md_table(["difference", "paper", "runs", "test", "here [95% CI over training runs]", "verdict"],
+                       table, ["l", "r", "r", "l", "r", "l"]).rstrip()
+            + f"\n\nThe whole claims table, how each interval is computed, and every figure of the run: "
+              f"[{page}]({page}).\n")
 
 
 def updated_files(readme: str | Path, metrics_dir: str | Path, profile: str | None = None,
