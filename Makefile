@@ -15,7 +15,7 @@ export DVC_NO_ANALYTICS := 1
 export OPENAI_API_KEY ?= unused-by-ecqg
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install repro test bench lab profile clean-venv
+.PHONY: install repro run-log test bench lab profile clean-venv
 
 install: $(STAMP)
 
@@ -31,19 +31,27 @@ $(STAMP): requirements/base.txt requirements/constraints.txt requirements/models
 # Params are checked (values, cross-key rules; then that every input file exists) and dvc.yaml is written for them
 # (the variants params.yaml trains, each stage's code dependencies) before DVC touches any output; afterwards
 # dvc.lock keeps only the entries of the stages the DAG has.
-# Each run appends a line to results/<profile>/runs.log (start time, commit, CPU model, cores, the vector units that
-# decide bf16): a long run resumed over several sessions says on which machines its stages ran.
+# Each run appends a line to outputs/runs.log (start time, profile, commit, CPU model, cores, the vector units that
+# decide bf16): a long run resumed over several sessions says on which machines this clone ran it. outputs/ is
+# git-ignored, so a run leaves a clean clone clean; the committed record of where each stage ran is the host in its
+# stage metrics (results/<profile>/stage_*.json, the host column of the results page's wall times).
+# results/mini/runs.log and results/replicates/runs.log are the logs of the runs made before (history, not appended).
 repro: $(STAMP)
 	$(PY) -m ecqg.config check
 	$(PY) -m ecqg.config inputs
 	$(PY) -m ecqg.dag write
 	$(PY) -m ecqg.dag untracked      # a stray file in a code folder would enter dvc.lock's hashes
 	$(PY) -m ecqg.dag prune-lock     # before: the report stage lists what dvc.lock holds
-	@profile=$$(sed -n 's/^profile: *\([a-z_0-9]*\).*/\1/p' params.yaml); mkdir -p results/$$profile; \
-	  cpu=$$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1); \
-	  units=$$(grep -o -w -E 'avx512_bf16|amx_bf16|avx2' /proc/cpuinfo 2>/dev/null | sort -u | tr '\n' ' '); \
-	  echo "$$(date -u +%Y-%m-%dT%H:%M:%SZ) commit $$(git rev-parse --short HEAD 2>/dev/null) | $${cpu:-unknown CPU} | $$(nproc) cores | $${units:-no avx2}" >> results/$$profile/runs.log
+	@$(RUN_LOG)
 	dvc repro
+
+# make run-log   only the line make repro appends to outputs/runs.log
+RUN_LOG = profile=$$(sed -n 's/^profile: *\([a-z_0-9]*\).*/\1/p' params.yaml); mkdir -p outputs; \
+  cpu=$$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1); \
+  units=$$(grep -o -w -E 'avx512_bf16|amx_bf16|avx2' /proc/cpuinfo 2>/dev/null | sort -u | tr '\n' ' '); \
+  echo "$$(date -u +%Y-%m-%dT%H:%M:%SZ) profile $${profile:-unknown} | commit $$(git rev-parse --short HEAD 2>/dev/null) | $${cpu:-unknown CPU} | $$(nproc) cores | $${units:-no avx2}" >> outputs/runs.log
+run-log:
+	@$(RUN_LOG)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check --select F --output-format concise ecqg tests bench
