@@ -249,8 +249,9 @@ def synthetic_stages(params: Mapping) -> list[Stage]:
                   "round trip through a reader, then the hard ones for the first replicate's DPR",
                   checkpoints=str(paths.MRC_CHECKPOINTS)),
         _notebook("04", "mixing", [f"{paths.FILTERING}/kept_uncon.jsonl", f"{paths.FILTERING}/kept_con.jsonl",
-                                   *CORPUS_AND_POOL, str(paths.QUESTIONS), str(paths.BM25_INDEX)],
-                  ["seed", "mixing"], [str(paths.SYNTHETIC)], ["mixing.json"],
+                                   str(paths.FILTER_DECISIONS), str(paths.TRAIN_GOLD), *CORPUS_AND_POOL,
+                                   str(paths.QUESTIONS), str(paths.BM25_INDEX)],
+                  ["seed", "mixing"], [str(paths.SYNTHETIC)], ["mixing.json", "question_quality.json"],
                   "the UnCon and Mixed sets (and their doses), BM25 hard negatives"),
     ]
     if variants.builds("pseudo_queries", params):
@@ -307,7 +308,7 @@ def analysis_stages(params: Mapping) -> list[Stage]:
     report_deps = [f"results/{PROFILE}/{name}" for name in (
         f"dpr_baseline_s{FIRST_SEED}_training.json", f"dpr_mixed_s{FIRST_SEED}_training.json", "table3.json",
         "encoder_comparison.json", "poly_codes.json", *related, "attention_bias.json", "question_generation.json",
-        "filtering.json", "mixing.json",
+        "filtering.json", "mixing.json", "question_quality.json",
         "stage_prepare.json", "stage_index_bm25.json", "stage_index_tfidf.json", "stage_retrieve_bm25.json",
         "stage_retrieve_tfidf.json", "stage_training_data.json", f"stage_05_dpr_training.baseline-{FIRST_SEED}.json",
         f"stage_05_dpr_training.uncon-{FIRST_SEED}.json", f"stage_05_dpr_training.mixed-{FIRST_SEED}.json",

@@ -83,7 +83,7 @@ def reader(params: Mapping, train: list[dict], progress: bool = True) -> tuple[A
 def read(model, tokenizer, questions: list[dict], passages: Mapping | None, params: Mapping,
          progress: bool = True) -> tuple[dict, float]:
     """The reader's answers to ``questions`` (with striding) and the questions per second; with ``processes``
-    above 1 split over torchrun workers."""
+    above 1 split over torchrun workers; ``mrc.predict_batch_size`` windows a forward pass, under ``mrc.autocast``."""
     from ecqg.filtering.reader import predict_in_processes
 
     mrc = params["mrc"]
@@ -91,7 +91,8 @@ def read(model, tokenizer, questions: list[dict], passages: Mapping | None, para
     predictions = predict_in_processes(model, tokenizer, questions, passages, params, progress=progress,
                                        max_length=mrc["max_length"], stride=mrc["stride"],
                                        max_answer_length=mrc["max_answer_length"],
-                                       null_threshold=mrc["null_threshold"])
+                                       null_threshold=mrc["null_threshold"], batch_size=mrc["predict_batch_size"],
+                                       autocast=mrc["autocast"])
     return predictions, len(questions) / max(time.perf_counter() - start, 1e-9)
 
 
@@ -127,7 +128,8 @@ def stage2(records: list[dict], passages: Mapping, params: Mapping, progress: bo
     model = load_retriever(paths.model_dir("baseline", seed))
     index, ids = load_index(paths.dense_index_dir("baseline", seed))
     scores = dpr_hardness(model, records, passages, index, ids, depth=f["depth"],
-                          batch_size=params["dpr"]["encode"]["batch_size"], progress=progress)
+                          batch_size=params["dpr"]["encode"]["batch_size"], progress=progress,
+                          autocast=f["autocast"])
     kept, rejected, stats = hardness_filter(records, scores, f["hardness"], f["keep_fraction"], f["max_rank"])
     return kept, rejected, stats, scores
 
@@ -147,3 +149,54 @@ def test_question_keys(params: Mapping) -> set[str]:
     from ecqg.mixing import question_keys_of
 
     return question_keys_of([paths.questions_file(name) for name in params["data"]["test_sets"]])
+
+
+# ============================================================================================ the questions' quality
+QUALITY_SAMPLES = 30        # random questions of each set printed on the page
+
+
+def reference_questions(limit: int, seed: int) -> list[dict]:
+    """Real questions over bundle passages, the quality table's reference row: the annotated gold triples (SQuAD 2.0,
+    XQuAD, ...; a profile given DPR's retriever json has none, and the row is left out)."""
+    from ecqg.io import read_jsonl
+
+    if not paths.TRAIN_GOLD.is_file():
+        return []
+    triples = [t for _, t in read_jsonl(paths.TRAIN_GOLD)]
+    return random.Random(seed).sample(triples, min(limit, len(triples)))
+
+
+def question_quality(decisions: list[dict], sets: Mapping[str, list[dict]], reference: list[dict], seed: int,
+                     samples: int = QUALITY_SAMPLES) -> dict:
+    """The bar's measures (:func:`ecqg.qg.quality.set_measures`) for every synthetic set along the filter chain:
+    each scheme's generated questions, those the round trip kept, those both filters kept; then the training sets
+    (``sets``: name -> records); and the real questions of ``reference`` as the row to compare with. Each row says
+    which part of :data:`ecqg.qg.quality.BAR` it misses; ``samples`` random questions of each training set and of
+    the reference are kept for the page."""
+    from ecqg.qg.quality import BAR, bar_misses, set_measures
+
+    ids = {str(r["passage_id"]) for r in decisions} | {str(r["passage_id"]) for rs in sets.values() for r in rs}
+    ids |= {str(r["passage_id"]) for r in reference}
+    text_of = {pid: p["text"] for pid, p in passages_by_id(ids).items()}
+    rows = []
+
+    def row(name: str, stage: str, records: list[dict]) -> None:
+        if records:
+            measures = set_measures(records, text_of)
+            rows.append({"set": name, "stage": stage, **measures, "misses": bar_misses(measures)})
+
+    for scheme in dict.fromkeys(r["generator"] for r in decisions):
+        mine = [r for r in decisions if r["generator"] == scheme]
+        row(scheme, "generated", mine)
+        row(scheme, "after the round trip (stage 1)", [r for r in mine if r.get("stage") != 1])
+        row(scheme, "after hardness (stage 2)", [r for r in mine if r["decision"] == "kept"])
+    for name, records in sets.items():
+        row(name, "training set", records)
+    row("real questions", "reference (gold triples)", reference)
+    rng = random.Random(seed)
+    picked = {name: rng.sample(records, min(samples, len(records)))
+              for name, records in [*sets.items(), ("real questions", reference)] if records}
+    keep = ("question", "answer", "entity", "generator", "passage_id")
+    return {"bar": {k: list(v) for k, v in BAR.items()}, "rows": rows,
+            "samples": {name: [{k: r.get(k) for k in keep if r.get(k) is not None} for r in records]
+                        for name, records in picked.items()}}

@@ -131,3 +131,60 @@ def side_by_side(uncon: Sequence[Mapping[str, Any]], con: Sequence[Mapping[str, 
                      "uncon_answer": u["answer"], "con_question": c["question"], "con_answer": c["answer"]})
     return pd.DataFrame(rows, columns=["title", "entity", "uncon_question", "uncon_answer", "con_question",
                                        "con_answer"])
+
+
+# --------------------------------------------------------------------------------------- the method's bar, per set
+# What a synthetic set must look like before a verdict rests on it (issue 56; docs/design.md, "Rules"): most
+# generated answers occur in their passage, questions do not repeat a word back to back, conditioned questions ask
+# about their entity. Declared once: the pages, the notebooks and the tests read it from here.
+BAR = {"answer_in_passage": (">=", 0.60), "repeated_word": ("<=", 0.02), "about_entity": (">=", 0.80)}
+_REPEAT = re.compile(r"\b(\w+)\s+\1\b", re.IGNORECASE)
+
+
+def has_repeated_word(question: str) -> bool:
+    """A word repeated back to back ("dynasty dynasty"): the generators' commonest degeneration."""
+    return _REPEAT.search(question) is not None
+
+
+def set_measures(records: Sequence[Mapping[str, Any]], text_of: Mapping[str, str]) -> dict[str, Any]:
+    """The bar's measures over one set of questions (generated, filtered, a training set, or real ones): each a
+    share of its questions, None where it does not apply. ``records``: ``question``, ``answer``, ``passage_id`` and,
+    for conditioned questions, ``entity``; ``text_of``: passage id -> text.
+
+    ``answer_in_passage``: the normalised answer occurs in the passage; ``about_entity``: a conditioned question
+    mentions its entity (:func:`ecqg.qg.entities.mentions`) or asks for it (its answer is the entity); ``repeated_word``: :func:`has_repeated_word`;
+    ``duplicate``: the normalised question repeats an earlier one of the set; ``words``: mean length;
+    ``passage_word_rate``: :func:`passage_word_rate`'s mean (real questions: ~0.6-0.7 on the mini data)."""
+    n = len(records)
+    seen: set[str] = set()
+    answer_in = repeated = dups = about = with_entity = words = 0
+    for rec in records:
+        text = text_of[str(rec["passage_id"])]
+        answer_in += bool(rec.get("answer")) and f" {_norm(rec['answer'])} " in f" {_norm(text)} "
+        repeated += has_repeated_word(rec["question"])
+        q = _norm(rec["question"])
+        dups += q in seen
+        seen.add(q)
+        words += len(q.split())
+        if rec.get("entity"):
+            with_entity += 1
+            about += mentions(rec["question"], rec["entity"]) or _is_entity(rec.get("answer"), rec["entity"])
+    share = (lambda a, b: round(a / b, 4) if b else None)
+    return {"questions": n, "answer_in_passage": share(answer_in, n), "about_entity": share(about, with_entity),
+            "repeated_word": share(repeated, n), "duplicate": share(dups, n), "words": share(words, n),
+            "passage_word_rate": _mean(passage_word_rate(r["question"], text_of[str(r["passage_id"])], r.get("entity"))
+                                       for r in records)}
+
+
+def _is_entity(answer: str | None, entity: str) -> bool:
+    return bool(answer) and _norm(answer) == _norm(entity)
+
+
+def bar_misses(measures: Mapping[str, Any]) -> list[str]:
+    """Which of :data:`BAR` a set's measures miss (a measure that does not apply, None, is not a miss)."""
+    misses = []
+    for key, (op, limit) in BAR.items():
+        value = measures.get(key)
+        if value is not None and not (value >= limit if op == ">=" else value <= limit):
+            misses.append(key)
+    return misses

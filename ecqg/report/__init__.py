@@ -35,6 +35,7 @@ from ecqg.report.claim import claim_intro, claim_rows, render_claim, runs_text, 
 from ecqg.report.convergence import render_fine_tuning
 from ecqg.report.dose import draw_dose_curve, figure_path, render_dose_curve
 from ecqg.report.evidence import claim_inputs
+from ecqg.report.questions import render_question_quality
 from ecqg.report.format import CLAIM_BLOCK, SYNTHETIC_STAGES, interval_text, load_metrics, md_table, missing_note, num
 from ecqg.report.headline import headline, render_comparison
 from ecqg.report.mechanism import render_mechanism
@@ -63,6 +64,9 @@ def render_results(metrics_dir: str | Path, declared: set[str] | None = None) ->
         parts.append(questions)
     inputs = claim_inputs(metrics_dir)
     mech, bias, comparison = inputs["mechanism"], inputs["bias"], inputs["comparison"]
+    synthetic = render_question_quality(metrics_dir)        # what the verdicts' pre-training read, before them
+    if synthetic:
+        parts.append(synthetic)
     claim = render_claim(inputs)
     if claim:
         parts.append(claim)
