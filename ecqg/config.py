@@ -85,7 +85,8 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "profile": ((str,), lambda v: v in PROFILES, f"one of {PROFILES}"),
     "seed": ((int,), _nonneg, "an integer >= 0"),
     "device": ((str,), is_valid_setting, "auto, cpu, cuda or cuda:N"),
-    "processes": ((int,), _positive, "an integer > 0"),
+    "processes": ((int, str), lambda v: v == "auto" or (isinstance(v, int) and v > 0),
+                  "an integer > 0, or auto (one process per CUDA GPU visible at run time; 1 on a CPU)"),
     "launcher_args": ((list, type(None)), lambda v: v is None or all(isinstance(a, str) for a in v),
                       "null or a list of torchrun arguments (strings)"),
     "data.corpus": ((str,), bool, "a file path"),
@@ -179,6 +180,9 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "mrc.null_threshold": ((int, float), None, "a number"),
     "mrc.heldout_fraction": ((float,), _prob, "a number in (0, 1)"),
     "mrc.eval_examples": ((int,), _positive, "an integer > 0"),
+    "mrc.predict_batch_size": ((int,), _positive, "an integer > 0 (reader windows per forward pass, stage 03)"),
+    "mrc.autocast": ((str, type(None)), lambda v: v in (None, "bfloat16", "float16", "auto"),
+                     "null (float32), bfloat16, float16 or auto (bfloat16 where the hardware has it)"),
     **_train_rules("mrc.train"),
     "mrc.train.max_examples": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
     "filtering.stage1": ((str,), lambda v: v in ("roundtrip", "answer_in_passage", "none"),
@@ -189,10 +193,16 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "filtering.keep_fraction": ((int, float), lambda v: 0 < v <= 1, "a number in (0, 1]"),
     "filtering.max_rank": ((int,), _positive, "an integer > 0"),
     "filtering.depth": ((int,), _positive, "an integer > 0"),
+    "filtering.autocast": ((str, type(None)), lambda v: v in (None, "bfloat16", "float16", "auto"),
+                           "null (float32), bfloat16, float16 or auto (bfloat16 where the hardware has it): the "
+                           "hardness encoder's"),
     "mixing.total": ((int,), lambda v: v >= 2, "an integer >= 2"),
     "mixing.require_total": ((bool,), None, "true or false"),
     **{f"yields.{key}": ((int, float), lambda v: 0 < v <= 1, "a share in (0, 1]") for key in (
         "parsed_uncon", "parsed_con", "roundtrip", "answer_in_passage", "entity_passages", "distinct")},
+    "yields.margin": ((int, float), lambda v: 0 <= v < 1,
+                      "a share in [0, 1): how far below the measured yields the keep rates may come out and the "
+                      "sets still reach their size ('mixing.require_total')"),
     "mixing.doses": ((list,), lambda v: all(isinstance(n, int) and not isinstance(n, bool) and n >= 2 and n % 2 == 0
                                             for n in v) and list(v) == sorted(set(v)),
                      "a list of even sizes >= 2 in increasing order (may be empty)"),
@@ -291,25 +301,30 @@ def expected_pools(flat: dict) -> dict[str, float]:
 
 def _sets_reach_their_size(flat: dict) -> str | None:
     """With ``mixing.require_total``: UnCon needs ``total`` unconditioned questions after filtering (Mixed's half
-    is taken from them) and Mixed ``total / 2`` conditioned ones; refuse, naming the keys, when the sampling counts
-    times the measured yields fall short."""
+    is taken from them) and Mixed ``total / 2`` conditioned ones, even when the keep rates come out ``yields.margin``
+    below the measured yields (a share: the pools x (1 - margin) must reach the sizes); refuse, naming the keys,
+    when the sampling counts fall short. The mixing stage refuses a short pool at run time too
+    (:func:`ecqg.mixing.build_sets`)."""
     if not flat["mixing.require_total"]:
         return None
-    pools, total = expected_pools(flat), flat["mixing.total"]
+    pools, total, margin = expected_pools(flat), flat["mixing.total"], flat["yields.margin"]
+    planned = {k: v * (1 - margin) for k, v in pools.items()}
     short = []
-    if pools["uncon"] < total:
-        need = math.ceil(flat["qg.generate.uncon_passages"] * total / pools["uncon"])
+    if planned["uncon"] < total:
+        need = math.ceil(flat["qg.generate.uncon_passages"] * total / planned["uncon"])
         short.append(f"UnCon needs {total:,} unconditioned questions, but 'qg.generate.uncon_passages' "
                      f"({flat['qg.generate.uncon_passages']:,}) x 'qg.generate.samples' ({flat['qg.generate.samples']}) "
-                     f"x the yields gives ~{pools['uncon']:,.0f}: raise it to {need:,}")
-    if pools["con"] < total / 2:
+                     f"x the yields gives ~{pools['uncon']:,.0f}, ~{planned['uncon']:,.0f} with the margin: raise it "
+                     f"to {need:,}")
+    if planned["con"] < total / 2:
         key = "attention.condition_passages" if flat["attention.condition_passages"] else "attention.sample_passages"
-        need = math.ceil(flat[key] * (total / 2) / pools["con"])
+        need = math.ceil(flat[key] * (total / 2) / planned["con"])
         short.append(f"Mixed needs {total // 2:,} conditioned questions, but '{key}' ({flat[key]:,}) x "
                      f"'yields.entity_passages' x 'attention.lowest_entities' x 'qg.generate.samples' x the yields "
-                     f"gives ~{pools['con']:,.0f}: raise it to {need:,}")
+                     f"gives ~{pools['con']:,.0f}, ~{planned['con']:,.0f} with the margin: raise it to {need:,}")
     if short:
-        return ("'mixing.total' cannot be reached ('mixing.require_total' is true): " + "; ".join(short)
+        return ("'mixing.total' cannot be reached ('mixing.require_total' is true; 'yields.margin' "
+                f"{margin:g}: the keep rates may come out {margin:.0%} below the measured yields): " + "; ".join(short)
                 + f" (stage 1 '{flat['filtering.stage1']}', keep_fraction {flat['filtering.keep_fraction']})")
     return None
 
@@ -329,7 +344,7 @@ def _curve_needs_corpus_validation(flat: dict) -> str | None:
 
 
 def _processes_on_one_gpu(flat: dict) -> str | None:
-    if flat["processes"] > 1 and flat["device"].startswith("cuda:"):
+    if flat["processes"] != "auto" and flat["processes"] > 1 and flat["device"].startswith("cuda:"):
         return (f"'processes' is {flat['processes']} but 'device' is {flat['device']!r}: every process would use "
                 "that one GPU; use device: auto (each process takes the GPU of its local rank)")
     return None

@@ -72,12 +72,15 @@ def dedupe(records: Iterable[Mapping], test_keys: set[str] | frozenset[str],
 
 
 # ========================================================================================================= sets
-def build_sets(uncon: Sequence[Mapping], con: Sequence[Mapping], total: int, seed: int
-               ) -> tuple[list[dict], list[dict], dict[str, Any]]:
+def build_sets(uncon: Sequence[Mapping], con: Sequence[Mapping], total: int, seed: int,
+               require_total: bool = False) -> tuple[list[dict], list[dict], dict[str, Any]]:
     """``(mixed, uncon_set, stats)``, both of the same size ``2 * half``.
 
     ``half = min(total // 2, len(con), len(uncon) // 2)``: UnCon needs ``2 * half`` unconditioned questions and
-    Mixed ``half`` of each kind, so a short pool shrinks both sets alike (logged, and ``shrunk`` in the stats).
+    Mixed ``half`` of each kind, so a short pool shrinks both sets alike (logged, and ``shrunk`` in the stats);
+    with ``require_total`` (params' ``mixing.require_total``: the paper profile) a short pool is refused instead,
+    naming the pools, the sizes and the settings that raise them, so a profile that promises 1M questions never
+    pre-trains on fewer without saying so.
     UnCon is a seeded sample of the unconditioned pool; Mixed takes the first ``half`` of that sample plus a seeded
     sample of ``half`` conditioned questions, shuffled together (seeded).
     """
@@ -88,6 +91,8 @@ def build_sets(uncon: Sequence[Mapping], con: Sequence[Mapping], total: int, see
             if rec.get("generator") != gen:
                 raise DataFormatError(f"{name} pool", i, "generator", f"expected {gen!r}, got {rec.get('generator')!r}")
     half = min(total // 2, len(con), len(uncon) // 2)
+    if require_total and 2 * half < total:
+        raise ValueError(short_pools_message(len(uncon), len(con), total))
     rng = random.Random(seed)
     uncon_set = [dict(r) for r in rng.sample(list(uncon), 2 * half)]
     mixed = uncon_set[:half] + [dict(r) for r in rng.sample(list(con), half)]
@@ -100,6 +105,22 @@ def build_sets(uncon: Sequence[Mapping], con: Sequence[Mapping], total: int, see
                     "unconditioned available: a set needs total/2 conditioned and total unconditioned)", total,
                     2 * half, len(con), len(uncon))
     return mixed, uncon_set, stats
+
+
+def short_pools_message(uncon: int, con: int, total: int) -> str:
+    """Why ``mixing.require_total`` refuses pools of ``uncon`` unconditioned and ``con`` conditioned questions."""
+    short = []
+    if uncon < 2 * (total // 2):
+        short.append(f"UnCon needs {2 * (total // 2):,} unconditioned questions, stage 03 kept {uncon:,} (raise "
+                     "'qg.generate.uncon_passages')")
+    if con < total // 2:
+        short.append(f"Mixed needs {total // 2:,} conditioned questions, stage 03 kept {con:,} (raise "
+                     "'attention.condition_passages')")
+    return ("mixing: 'mixing.total' is {:,} and 'mixing.require_total' is true, but the filtered pools are short: "
+            .format(total) + "; ".join(short) + ". The keep rates came out below what `python -m ecqg.config check` "
+            "planned with ('yields' less 'yields.margin'): raise the sampling count and rerun from stage 02 (or "
+            "measure the yields on this run and raise 'yields.margin'), or set 'mixing.require_total: false' to let "
+            "both sets shrink alike")
 
 
 def dose_sets(uncon_set: Sequence[Mapping], mixed: Sequence[Mapping], sizes: Sequence[int], seed: int

@@ -5,7 +5,8 @@ Why: on a machine with 8 GPUs each of these steps (21M passages encoded a dozen 
 and read) runs 8 times faster only if its work is split; training already runs under ``torchrun`` through
 Accelerate, so these steps use the same launcher rather than a job runner of their own.
 
-How: with ``processes: N`` above 1 in params.yaml, the step saves the model it holds and a job description into a
+How: with ``processes: N`` above 1 in params.yaml (``auto``: one per visible GPU, 1 on a CPU; the paper profiles'
+setting), the step saves the model it holds and a job description into a
 fresh directory, runs ``torchrun --standalone --nproc_per_node N -m ecqg.parallel <job dir>`` and waits, relaying
 the processes' output. Each process learns its rank from Accelerate (``PartialState``), takes the GPU of its local
 rank (:mod:`ecqg.device`), and does one contiguous block of whole *units* — a sampling batch, a reader chunk, an
@@ -53,9 +54,24 @@ WORKERS = {
 }
 
 
+AUTO = "auto"       # processes: one per GPU the device policy may use
+
+
 def processes(params: Mapping) -> int:
-    """``processes`` of params.yaml (default 1: the step runs in the calling process)."""
-    return int(params.get("processes", 1))
+    """``processes`` of params.yaml (default 1: the step runs in the calling process); ``auto``: :func:`gpus`."""
+    value = params.get("processes", 1)
+    return gpus() if value == AUTO else int(value)
+
+
+def gpus() -> int:
+    """``processes: auto`` at run time: the CUDA devices visible (``CUDA_VISIBLE_DEVICES``) under ``device: auto`` or
+    ``cuda``; 1 on a CPU, under ``device: cpu`` (or ``ECQG_DEVICE=cpu``), or with one named GPU (``cuda:N``)."""
+    setting = device.setting_in_force()
+    if setting == "cpu" or setting.startswith("cuda:"):
+        return 1
+    import torch
+
+    return max(1, torch.cuda.device_count()) if torch.cuda.is_available() else 1
 
 
 def block(total: int, unit: int, rank: int, world: int) -> tuple[int, int]:

@@ -1,6 +1,7 @@
 """Mixing: dedupe + test exclusion, equal halves, BM25 hard negatives, DPR json round trip, statistics."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,31 @@ def test_a_short_pool_shrinks_both_sets_alike(n_uncon, n_con, total, expected):
     mixed, uncon_set, stats = M.build_sets(pool("uncon", n_uncon), pool("con", n_con), total=total, seed=0)
     assert len(mixed) == len(uncon_set) == stats["total"] == expected and stats["shrunk"]
     assert sum(r["generator"] == "con" for r in mixed) == expected // 2
+
+
+@pytest.mark.parametrize("n_uncon, n_con, short", [(50, 8, "Mixed needs 20 conditioned questions, stage 03 kept 8"),
+                                                     (30, 30, "UnCon needs 40 unconditioned questions, stage 03 kept "
+                                                              "30")])
+def test_a_short_pool_is_refused_when_the_profile_requires_the_total(n_uncon, n_con, short):
+    """Issue 58 item 6: with ``mixing.require_total`` (the paper profile) the stage refuses pools that come out short
+    instead of shrinking both sets silently, naming the setting to raise and the switch that allows shrinking."""
+    with pytest.raises(ValueError) as err:
+        M.build_sets(pool("uncon", n_uncon), pool("con", n_con), total=40, seed=0, require_total=True)
+    message = str(err.value)
+    assert short in message and "'mixing.require_total' is true" in message
+    assert ("'attention.condition_passages'" if n_con < 20 else "'qg.generate.uncon_passages'") in message
+    assert "'yields.margin'" in message and "'mixing.require_total: false'" in message
+    mixed, uncon_set, stats = M.build_sets(pool("uncon", 50), pool("con", 30), total=40, seed=7, require_total=True)
+    assert (mixed, uncon_set, stats) == M.build_sets(pool("uncon", 50), pool("con", 30), total=40, seed=7)
+
+
+def test_the_mixing_stage_passes_require_total():
+    """Notebook 04 (the mixing stage) builds the sets with the profile's ``mixing.require_total``."""
+    import json
+
+    notebook = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "04_mixing.ipynb").read_text())
+    code = "".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
+    assert re.search(r"mixing\.build_sets\([^)]*require_total=m\[\"require_total\"\]", code)
 
 
 def test_pools_must_hold_their_own_generator():

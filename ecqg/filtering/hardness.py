@@ -23,12 +23,13 @@ HARDNESS_MODES = ("lowest_score", "rank")
 
 def dpr_hardness(bi_encoder, records: Iterable[Mapping], passages: Mapping[str, Mapping], index, ids: Sequence[str],
                  depth: int = 100, batch_size: int = 64, progress: bool = True,
-                 where: str = "generated questions") -> dict[str, dict[str, Any]]:
+                 where: str = "generated questions", autocast: str | None = None) -> dict[str, dict[str, Any]]:
     """Baseline DPR view of each question: ``{id: {"score", "rank"}}``.
 
     ``score`` = dot product of the question vector and its own passage's vector (re-encoded, so any FAISS index kind
     works); ``rank`` = 1-based position of the own passage in the top ``depth`` of a search of ``index`` (with its
     passage ``ids``), None when it is not there.
+    ``autocast``: the encoders' (:func:`ecqg.models.inference`; None = float32, ``auto`` = bf16 where native).
     """
     from ecqg.retrieval.dense import encode_passages, encode_queries
     from ecqg.retrieval.faiss_index import search
@@ -39,10 +40,10 @@ def dpr_hardness(bi_encoder, records: Iterable[Mapping], passages: Mapping[str, 
     own = sorted({r["passage_id"] for r in records})
     pids, p_vecs = encode_passages(bi_encoder, [{"id": p, "title": passages[p].get("title") or "",
                                                  "text": passages[p]["text"]} for p in own],
-                                   batch_size=batch_size, progress=progress)
+                                   batch_size=batch_size, progress=progress, autocast=autocast)
     row = {p: k for k, p in enumerate(pids)}
     q_vecs = encode_queries(bi_encoder, [r["question"] for r in records], batch_size=max(batch_size, 128),
-                            progress=progress)
+                            progress=progress, autocast=autocast)
     run = search(index, ids, q_vecs, k=depth, qids=[r["id"] for r in records], progress=progress)
     out = {}
     for k, rec in enumerate(records):

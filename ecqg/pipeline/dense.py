@@ -29,6 +29,10 @@ from ecqg.retrieval.train_data import data_fingerprint, split_records
 log = logging.getLogger(__name__)
 
 UNTRAINED = "untrained"  # the base checkpoint, not fine-tuned: Table 3's "not fine-tuned" row
+# Every training set's tokens, once per set and base model (Arrow, memory-mapped; ecqg.retrieval.tokens.
+# TrainingTokens.cached): read by every process of a run and every later run on the set (seeds, variants, doses'
+# parent sets). Not a DVC output: a cache, keyed by the texts and the tokenizer; deleting it costs one tokenisation.
+TRAINING_TOKENS = paths.OUTPUTS / "tokenized" / "training"
 
 
 def base_retriever(params: Mapping, kind: str | None = None, **model_kwargs) -> Retriever:
@@ -108,7 +112,7 @@ def _train_phase(model: Retriever, records: list[dict], heldout: int, config: Tr
         log.info("resuming an interrupted run from %s", resumed_from)
     start = time.perf_counter()
     history = train_biencoder(model, train, held, config, run_dir, resume=True, progress=progress,
-                              validate=validator(held) if validator else None)
+                              validate=validator(held) if validator else None, tokens_cache=TRAINING_TOKENS)
     return {"history": history, "train_examples": len(train), "heldout_examples": len(held),
             "train_seconds": time.perf_counter() - start, "run_dir": str(run_dir),
             "resumed_from": None if resumed_from is None else str(resumed_from)}
@@ -251,8 +255,10 @@ def train_replicate(variant: str, params: Mapping, seed: int, phase: str = "fine
         return _run_phase(variant, params, seed, phase, progress)
     batch = params["dpr"][phase]["batch_size"]
     if batch % n:
-        raise ValueError(f"dpr.{phase}.batch_size {batch} does not split over processes: {n}; the global batch is "
-                         "cut into one share per process (each the batch per device)")
+        counted = " (processes: auto, the GPUs visible here)" if params.get("processes") == "auto" else ""
+        raise ValueError(f"dpr.{phase}.batch_size {batch} does not split over processes: {n}{counted}; the global "
+                         "batch is cut into one share per process (each the batch per device): set 'processes' to "
+                         f"a divisor of {batch} or 'dpr.{phase}.batch_size' to a multiple of {n}")
     log.info("%s of %s, seed %d: %d processes, %d examples per device of a global batch of %d", phase, variant,
              seed, n, batch // n, batch)
     with parallel.job_directory("train") as job_dir:

@@ -17,26 +17,32 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 ATTENTION_MASK = "attention_mask"     # all ones on an unpadded text: rebuilt, not stored
 _DTYPES = {"token_type_ids": np.int8}  # segment ids are 0 / 1; every other key is stored as int32
 
 
-def tokenize_threads() -> int:
+def tokenize_threads(processes: int | None = None) -> int:
     """Threads that tokenise on the host: this process's share of the machine's cores (torchrun's
-    ``LOCAL_WORLD_SIZE`` processes share them), one left for the loop feeding the device.
+    ``LOCAL_WORLD_SIZE`` processes share them, or ``processes`` when given: 1 when the others wait for this one),
+    one left for the loop feeding the device.
 
     Why: one tokenizer thread gave 2,200 bert-base passages/s on an H100 host while the GPU encodes 7,300
     (``bench/gpu_check.py``, 27 Nov 2026); ``TOKENIZERS_PARALLELISM`` stays false (``ecqg/env.py``) because the
     tokenizer's own threads do not survive the forks of torchrun and DataLoader workers, so the split is ours."""
     from ecqg.config import host_cores
 
-    return max(1, min(8, host_cores() // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1"))) - 1))
+    sharing = processes if processes is not None else int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    return max(1, min(8, host_cores() // max(1, sharing) - 1))
 
 
 def tokenizer_fingerprint(tokenizer) -> str:
@@ -84,6 +90,30 @@ class TokenStore:
                         for k in self.keys})
         return out
 
+    def padded(self, rows: Sequence[int], pad_id: int, side: str = "right") -> dict:
+        """``{key: LongTensor (len(rows), longest)}``: the tensors :func:`ecqg.retrieval.retriever.pad_features`
+        makes of ``features(rows)`` (same keys in the same order, pad id for ``input_ids``, 0 elsewhere, the mask
+        ones over each text), built by whole-array gathers instead of a Python loop over rows."""
+        import torch
+
+        rows = np.asarray(rows, dtype=np.int64)
+        starts = self.offsets[rows]
+        lengths = self.offsets[rows + 1] - starts
+        width = int(lengths.max()) if len(rows) else 0
+        position = np.arange(width, dtype=np.int64)[None, :]
+        lead = (width - lengths)[:, None] if side == "left" else np.zeros((len(rows), 1), dtype=np.int64)
+        mask = (position >= lead) & (position < lead + lengths[:, None])
+        index = (starts[:, None] + position - lead)[mask]
+        out = {}
+        for key in self.keys:
+            if key == ATTENTION_MASK:
+                array = mask.astype(np.int64)
+            else:
+                array = np.full((len(rows), width), pad_id if key == "input_ids" else 0, dtype=np.int64)
+                array[mask] = self.flat[key][index]
+            out[key] = torch.from_numpy(array)
+        return out
+
     @classmethod
     def from_features(cls, features: Sequence[Mapping[str, Sequence[int]]]) -> "TokenStore":
         keys = list(features[0]) if features else ["input_ids"]
@@ -125,22 +155,167 @@ class TrainingTokens:
     """Every question of the training records and every passage they can put in a batch (the first positive, the
     hard-negative pool), each distinct text tokenised once.
 
-    ``question_rows[i]`` is record i's row in ``questions``; ``positive_rows[i]`` and ``negative_rows[i]`` (a list)
-    its passages' rows in ``passages``."""
+    ``question_rows[i]`` is record i's row in ``questions``; ``positive_rows[i]`` its first positive's row in
+    ``passages``, and its hard negatives' rows are ``negative_values[negative_offsets[i]:negative_offsets[i + 1]]``
+    (:meth:`negative_rows`), in the order of its ``hard_negative_ctxs``. Only arrays: a DataLoader worker forked from
+    the trainer reads them without touching (and so copying) a Python object per record.
+
+    :meth:`cached` keeps them on disk as Arrow files (memory-mapped, as the tokenised corpus is): tokenised once per
+    training set, read by every process of a run and by every later run on the same set."""
 
     def __init__(self, model, records: Sequence[Mapping], threads: int = 1):
-        passage_rows: dict[tuple[str, str], int] = {}
+        rows = _RecordRows(records)
+        self._set(tokenize_in_threads(model.query_features, [rows.questions], threads),
+                  tokenize_in_threads(model.passage_features, [rows.titles, rows.texts], threads), rows)
 
-        def row(ctx: Mapping) -> int:
-            return passage_rows.setdefault((ctx.get("title") or "", ctx["text"]), len(passage_rows))
+    @classmethod
+    def from_arrays(cls, questions: TokenStore, passages: TokenStore, positive_rows: np.ndarray,
+                    negative_offsets: np.ndarray, negative_values: np.ndarray) -> "TrainingTokens":
+        """Tokens made elsewhere (``bench/bench_loader.py`` builds them at the paper's shapes without a tokenizer)."""
+        from types import SimpleNamespace
 
-        self.positive_rows = np.array([row(r["positive_ctxs"][0]) for r in records], dtype=np.int64)
-        self.negative_rows = [[row(c) for c in (r.get("hard_negative_ctxs") or [])] for r in records]
-        titles, texts = zip(*passage_rows) if passage_rows else ((), ())
-        self.questions = tokenize_in_threads(model.query_features, [[r["question"] for r in records]], threads)
-        self.passages = tokenize_in_threads(model.passage_features, [titles, texts], threads)
-        self.question_rows = np.arange(len(records), dtype=np.int64)
+        out = cls.__new__(cls)
+        out._set(questions, passages, SimpleNamespace(positive_rows=np.asarray(positive_rows, dtype=np.int64),
+                                                      negative_offsets=np.asarray(negative_offsets, dtype=np.int64),
+                                                      negative_values=np.asarray(negative_values, dtype=np.int64)))
+        return out
+
+    def _set(self, questions: TokenStore, passages: TokenStore, rows: "_RecordRows") -> None:
+        self.questions, self.passages = questions, passages
+        self.positive_rows, self.negative_offsets, self.negative_values = (
+            rows.positive_rows, rows.negative_offsets, rows.negative_values)
+        self.question_rows = np.arange(len(rows.positive_rows), dtype=np.int64)
+
+    def negative_rows(self, record: int) -> np.ndarray:
+        """Record ``record``'s hard negatives' rows in ``passages``, in its ``hard_negative_ctxs`` order."""
+        return self.negative_values[self.negative_offsets[record]:self.negative_offsets[record + 1]]
+
+    @property
+    def pool_sizes(self) -> np.ndarray:
+        """Hard negatives each record offers."""
+        return np.diff(self.negative_offsets)
 
     def describe(self) -> dict:
         return {"questions": len(self.questions), "distinct_passages": len(self.passages),
                 "question_tokens": int(self.questions.offsets[-1]), "passage_tokens": int(self.passages.offsets[-1])}
+
+    # --- on disk ------------------------------------------------------------------------------------------------
+    @classmethod
+    def cached(cls, model, records: Sequence[Mapping], root: str | Path, threads: int = 1) -> "TrainingTokens":
+        """The records' tokens from ``root/<key>/`` when an earlier run (or another process of this one) wrote them,
+        else tokenised here and written there (atomically) first. ``key`` hashes every text a batch can hold, the
+        retriever class, its tokenizer (:func:`tokenizer_fingerprint`) and both maximum lengths, so another set,
+        model or length never reads these ids. A tokenizer without a fingerprint (not a fast one) is tokenised in
+        memory, as without a cache."""
+        rows = _RecordRows(records)
+        try:
+            tokenizer = tokenizer_fingerprint(model.tokenizer)
+        except TypeError:
+            log.info("training tokens not cached: %s has no fast tokenizer", type(model).__name__)
+            out = cls.__new__(cls)
+            out._set(tokenize_in_threads(model.query_features, [rows.questions], threads),
+                     tokenize_in_threads(model.passage_features, [rows.titles, rows.texts], threads), rows)
+            return out
+        identity = {"format": CACHE_FORMAT, "retriever": f"{type(model).__module__}.{type(model).__qualname__}",
+                    "tokenizer": tokenizer, "query_max_length": int(model.config.query_max_length),
+                    "passage_max_length": int(model.config.passage_max_length), "records": rows.digest}
+        key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode("utf-8")).hexdigest()[:20]
+        directory = Path(root) / key
+        if not (directory / CACHE_CARD).is_file():
+            questions = tokenize_in_threads(model.query_features, [rows.questions], threads)
+            passages = tokenize_in_threads(model.passage_features, [rows.titles, rows.texts], threads)
+            _write_cache(directory, identity, questions, passages)
+            log.info("training tokens written to %s", directory)
+        out = cls.__new__(cls)
+        out._set(_read_store(directory / "questions.arrow"), _read_store(directory / "passages.arrow"), rows)
+        if len(out.questions) != len(records) or len(out.passages) != len(rows.titles):
+            raise ValueError(f"{directory}: {len(out.questions)} questions and {len(out.passages)} passages, the "
+                             f"records have {len(records)} and {len(rows.titles)}; delete the directory")
+        return out
+
+
+CACHE_FORMAT = 1                 # bump when the files' layout changes: older caches are then not read
+CACHE_CARD = "tokens.json"
+
+
+class _RecordRows:
+    """The records' texts laid out for tokenisation (each distinct passage once) and their rows, with a digest of
+    everything that decides the ids."""
+
+    def __init__(self, records: Sequence[Mapping]):
+        passage_rows: dict[tuple[str, str], int] = {}
+        digest = hashlib.sha256()
+
+        def row(ctx: Mapping) -> int:
+            key = (ctx.get("title") or "", ctx["text"])
+            found = passage_rows.get(key)
+            if found is None:
+                found = passage_rows[key] = len(passage_rows)
+                digest.update(b"P" + key[0].encode("utf-8") + b"\0" + key[1].encode("utf-8") + b"\0")
+            return found
+
+        positives, counts, values = [], [], []
+        self.questions = []
+        for r in records:
+            self.questions.append(r["question"])
+            digest.update(b"Q" + r["question"].encode("utf-8") + b"\0")
+            positives.append(row(r["positive_ctxs"][0]))
+            negatives = [row(c) for c in (r.get("hard_negative_ctxs") or [])]
+            counts.append(len(negatives))
+            values += negatives
+            digest.update(json.dumps([positives[-1], negatives]).encode("ascii"))
+        self.positive_rows = np.array(positives, dtype=np.int64)
+        self.negative_offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=self.negative_offsets[1:])
+        self.negative_values = np.array(values, dtype=np.int64)
+        self.titles, self.texts = (list(t) for t in zip(*passage_rows)) if passage_rows else ([], [])
+        self.digest = digest.hexdigest()
+
+
+def _write_cache(directory: Path, identity: dict, questions: TokenStore, passages: TokenStore) -> None:
+    """``questions.arrow`` and ``passages.arrow`` (Arrow IPC files, one record batch of ``large_list`` columns), then
+    the card; a directory another process completed first is kept."""
+    from ecqg.io import atomic_path
+
+    if (directory / CACHE_CARD).is_file():
+        return
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with atomic_path(directory) as tmp:
+            tmp.mkdir()
+            for name, store in (("questions", questions), ("passages", passages)):
+                _write_store(tmp / f"{name}.arrow", store)
+            (tmp / CACHE_CARD).write_text(json.dumps({**identity, "questions": len(questions),
+                                                      "passages": len(passages)}, indent=2) + "\n",
+                                          encoding="utf-8")
+    except OSError:
+        if not (directory / CACHE_CARD).is_file():     # not a race lost to another process: a real failure
+            raise
+
+
+def _write_store(path: Path, store: TokenStore) -> None:
+    import pyarrow as pa
+
+    offsets = pa.array(store.offsets, type=pa.int64())
+    columns = {k: pa.LargeListArray.from_arrays(offsets, pa.array(store.flat[k])) for k in store.flat}
+    schema = pa.schema([pa.field(k, a.type) for k, a in columns.items()],
+                       metadata={"keys": json.dumps(store.keys)})
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+        writer.write_batch(pa.record_batch(list(columns.values()), schema=schema))
+
+
+def _read_store(path: Path) -> TokenStore:
+    """A store written by :func:`_write_store`, memory-mapped: its arrays are views of the file (read-only), shared
+    through the page cache by every process that reads it."""
+    import pyarrow as pa
+
+    batch = pa.ipc.open_file(pa.memory_map(str(path), "r")).get_batch(0)
+    keys = json.loads(batch.schema.metadata[b"keys"])
+    flat, offsets = {}, None
+    for name in batch.schema.names:
+        column = batch.column(name)
+        offsets = column.offsets.to_numpy(zero_copy_only=True)
+        flat[name] = column.values.to_numpy(zero_copy_only=True)
+    if offsets is None:
+        raise ValueError(f"{path}: no token columns")
+    return TokenStore(keys, flat, offsets)

@@ -8,9 +8,13 @@ What it does (Karpukhin et al. 2020, as used by the paper's baseline, UnCon-DPR 
   hard negatives contributes fewer (counted per step in the history and logged once up front). Scores are ``Q @ P^T``
   over *all* passages of the global batch and the target of question i is its own positive.
 * **Inputs** are tokenised once before the first step (:class:`ecqg.retrieval.tokens.TrainingTokens`: every
-  question and every passage a batch can hold, each distinct text once, over the host's threads); a step gathers
-  ready ids and pads them in numpy, to the very tensors the tokenizer would have given. AdamW is the fused kernel on
-  a GPU (torch's default elsewhere: the CPU runs stay bit-identical to earlier ones).
+  question and every passage a batch can hold, each distinct text once, over the host's threads), and with
+  ``tokens_cache`` kept as memory-mapped Arrow files that every process of the run and every later run on the set
+  reads (the main process writes them). DataLoader workers (:mod:`ecqg.retrieval.loader`) build each step's padded
+  tensors ahead of the loop, to the very tensors the tokenizer would have given, in pinned memory on a GPU; the step
+  copies them without blocking. The losses and gradient norms stay on the device until a log step (``log_every``),
+  a checkpoint, a validation or a callback reads them: no other host sync in a step. AdamW is the fused kernel on a
+  GPU (torch's default elsewhere: the CPU runs stay bit-identical to earlier ones).
 * **Data order** is a permutation seeded by ``(seed, epoch)``, cut into global batches; process r takes slice r of
   each global batch. So the order, the negatives and hence the optimisation do not depend on the number of processes.
 * **Gradient caching** (GradCache, Gao et al. 2021), ``grad_cache_chunk_size``: (1) encode queries and passages in
@@ -21,9 +25,14 @@ What it does (Karpukhin et al. 2020, as used by the paper's baseline, UnCon-DPR 
   in-batch negatives.)
 * **Multi-process** (HF Accelerate). Representations are all-gathered and the local slice is put back with its graph;
   every process computes the *global* mean loss, so its gradient with respect to its own parameters' contribution is
-  exact, and the per-process parameter gradients are **summed** with one explicit all-reduce. The result equals a
-  single process running the global batch. DDP's own per-backward hooks cannot model GradCache's many forward /
-  backward passes per step, so all passes run under ``no_sync`` and the all-reduce is done by hand.
+  exact, and the per-process parameter gradients are **summed**. The result equals a single process running the
+  global batch. DDP's own per-backward hooks cannot model GradCache's many forward / backward passes per step (and
+  average instead of summing), so all passes run under ``no_sync`` and the sum is done by
+  :class:`~ecqg.retrieval.contrastive.GradientReducer`: DDP-style buckets launched as asynchronous all-reduces while
+  the step's last backward pass still runs, in the same order on every process.
+* **GradCache when needed**: ``grad_cache_chunk_size: auto`` decides at the start of a run, from the device's memory
+  and the per-device batch at the set's longest texts (:mod:`ecqg.retrieval.train_memory`), whether the whole batch
+  fits one graph; a CPU never chunks.
   Launch the script (or ``-m module``) that calls :func:`train_biencoder` once per process; nothing else changes
   (same config: the batch size is global, so the data order and the step are those of one process)::
 
@@ -70,11 +79,12 @@ import torch
 
 from ecqg.io import complete_checkpoints, remove_directory, write_json, write_jsonl
 from ecqg.retrieval import convergence
-from ecqg.retrieval.contrastive import ContrastiveStep, EncoderModule, all_reduce_gradients
+from ecqg.retrieval import loader, train_memory
+from ecqg.retrieval.contrastive import ContrastiveStep, EncoderModule, GradientReducer
 from ecqg.retrieval.retriever import Retriever
-from ecqg.retrieval.train_config import TrainConfig
+from ecqg.retrieval.train_config import AUTO, TrainConfig
 from ecqg.retrieval.tokens import TrainingTokens, tokenize_threads
-from ecqg.retrieval.train_data import Batch, check_records, data_fingerprint, epoch_batches, make_batch
+from ecqg.retrieval.train_data import check_records, data_fingerprint, epoch_batches
 from ecqg.retrieval.validation import evaluate_biencoder
 
 log = logging.getLogger(__name__)
@@ -90,7 +100,8 @@ def without_timings(history: Sequence[dict]) -> list[dict]:
 
 STATE_FILE = "state.json"
 # Config fields that do not change the training trajectory, so they may differ when resuming.
-_RESUME_FREE = {"checkpoint_every", "keep_checkpoints", "eval_every", "eval_batch_size", "log_every", "snapshot_steps"}
+_RESUME_FREE = {"checkpoint_every", "keep_checkpoints", "eval_every", "eval_batch_size", "log_every", "snapshot_steps",
+                "loader_workers"}
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -180,10 +191,10 @@ def make_accelerator(config: TrainConfig):
 
 class _Trainer:
     def __init__(self, bi: Retriever, train_records, val_records, config: TrainConfig, output_dir: Path,
-                 accelerator, progress: bool, callback, validator=None):
+                 accelerator, progress: bool, callback, validator=None, tokens_cache: Path | None = None):
         self.bi, self.train, self.val, self.cfg = bi, list(train_records), list(val_records or []), config
         self.out, self.acc, self.show_progress, self.callback = output_dir, accelerator, progress, callback
-        self.validator = validator
+        self.validator, self.tokens_cache = validator, tokens_cache
         self.ckpt_dir = output_dir / "checkpoints"
         self.steps_per_epoch = len(epoch_batches(len(self.train), config.batch_size, config.seed, 0, config.drop_last))
         if self.steps_per_epoch == 0:
@@ -203,8 +214,13 @@ class _Trainer:
 
         set_seed(self.cfg.seed)
         start = time.perf_counter()
-        self.tokens = TrainingTokens(self.bi, self.train, tokenize_threads())
+        if self.tokens_cache is None:
+            self.tokens = TrainingTokens(self.bi, self.train, tokenize_threads())
+        else:       # the main process tokenises (all the host's threads) and writes; the others then read the files
+            with self.acc.main_process_first():
+                self.tokens = TrainingTokens.cached(self.bi, self.train, self.tokens_cache, tokenize_threads(1))
         log.info("training set tokenised once: %s in %.1f s", self.tokens.describe(), time.perf_counter() - start)
+        self.chunk_size = self._grad_cache_chunk()
         checkpoint = latest_checkpoint(self.ckpt_dir) if resume else None
         state = self._read_state(checkpoint) if checkpoint else None
         if checkpoint:
@@ -218,13 +234,27 @@ class _Trainer:
         scheduler = get_linear_schedule_with_warmup(optimizer, warmup, self.total_steps)
         self.module, self.optimizer, self.scheduler = self.acc.prepare(module, optimizer, scheduler)
         self.params = [p for p in self.module.parameters() if p.requires_grad]
-        self.stepper = ContrastiveStep(self.bi, self.acc, self.module, self.cfg.grad_cache_chunk_size,
-                                       self.cfg.length_bucket_size)
+        self.reducer = GradientReducer(self.params, self.acc)
+        self.stepper = ContrastiveStep(self.bi, self.acc, self.module, self.chunk_size, self.cfg.length_bucket_size,
+                                       self.reducer)
         if checkpoint:
             self._load_optimisation_state(checkpoint)
             log.info("resumed from %s (step %d)", checkpoint, state["step"])
             return _Progress(state["step"], state["epoch"], state["position"], state["history"])
         return _Progress()
+
+    def _grad_cache_chunk(self) -> int | None:
+        """``grad_cache_chunk_size``, with ``auto`` decided from the device's memory
+        (:mod:`ecqg.retrieval.train_memory`) for this process's share of a batch, at the set's longest texts."""
+        if self.cfg.grad_cache_chunk_size != AUTO:
+            return self.cfg.grad_cache_chunk_size
+        queries = -(-self.cfg.batch_size // self.acc.num_processes)
+        shape = train_memory.Shape(queries, queries * (1 + self.cfg.hard_negatives),
+                                   int(self.tokens.questions.lengths(self.tokens.question_rows).max()),
+                                   int(self.tokens.passages.lengths(np.arange(len(self.tokens.passages))).max()))
+        chunk, why = train_memory.resolve_chunk(self.bi, shape, train_memory.device_memory(self.acc.device))
+        log.info("grad_cache_chunk_size auto: %s", why)
+        return chunk
 
     def _read_state(self, checkpoint: Path) -> dict:
         state = json.loads((checkpoint / STATE_FILE).read_text(encoding="utf-8"))
@@ -282,29 +312,43 @@ class _Trainer:
         self.acc.wait_for_everyone()
 
     # --- loop ---------------------------------------------------------------------------------------------------
-    def _remaining(self, prog: _Progress) -> Iterator[tuple[int, int, np.ndarray]]:
-        """(epoch, position, global batch) from where ``prog`` stands; consumed batches are skipped, not replayed."""
-        epoch, position = prog.epoch, prog.position
-        while True:
-            batches = epoch_batches(len(self.train), self.cfg.batch_size, self.cfg.seed, epoch, self.cfg.drop_last)
-            for pos in range(position, len(batches)):
-                yield epoch, pos, batches[pos]
-            epoch, position = epoch + 1, 0
+    def _steps(self, prog: _Progress) -> Iterator[tuple[int, int, loader.StepInputs]]:
+        """(epoch, position, this process's inputs) of every step from where ``prog`` stands; consumed batches are
+        skipped, not replayed. Built by DataLoader workers (:mod:`ecqg.retrieval.loader`) from the seeded order."""
+        plan = loader.StepPlan(self.tokens, batch_size=self.cfg.batch_size, seed=self.cfg.seed,
+                               drop_last=self.cfg.drop_last, hard_negatives=self.cfg.hard_negatives,
+                               rank=self.acc.process_index, world=self.acc.num_processes,
+                               chunk_size=self.chunk_size, bucket_size=self.cfg.length_bucket_size,
+                               pad_id=self.bi.tokenizer.pad_token_id or 0, side=self.bi.tokenizer.padding_side)
+        workers = self.cfg.loader_workers
+        workers = loader.default_workers(self.acc.device) if workers is None else workers
+        return loader.iterate_steps(plan, prog.epoch, prog.position, self.total_steps - prog.step,
+                                    self.steps_per_epoch, self.acc.device, workers)
 
-    def _local_batch(self, epoch: int, indices: np.ndarray) -> Batch:
-        share = np.array_split(indices, self.acc.num_processes)[self.acc.process_index]
-        return make_batch(self.train, share.tolist(), self.cfg.hard_negatives, self.cfg.seed, epoch, self.tokens)
-
-    def _optimise(self, batch: Batch) -> tuple[float, float | None]:
-        loss = self.stepper.backward(batch)
-        all_reduce_gradients(self.params, self.acc)
+    def _optimise(self, inputs: loader.StepInputs) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One optimiser step; the loss and gradient norm stay on the device (read at the log steps)."""
+        loss = self.stepper.backward_inputs(inputs)
+        self.reducer.finish()
         norm = None
         if self.cfg.max_grad_norm:
-            norm = float(self.acc.clip_grad_norm_(self.params, self.cfg.max_grad_norm))
+            norm = self.acc.clip_grad_norm_(self.params, self.cfg.max_grad_norm)
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         return loss, norm
+
+    def _settle(self) -> None:
+        """Read the pending steps' losses and gradient norms back from the device: one host sync for all of them."""
+        if not self._pending:
+            return
+        losses = torch.stack([e["loss"] for e in self._pending]).tolist()
+        norms = [e["grad_norm"] for e in self._pending if isinstance(e["grad_norm"], torch.Tensor)]
+        norms = iter(torch.stack(norms).tolist() if norms else [])
+        for entry, loss in zip(self._pending, losses):
+            entry["loss"] = loss
+            if isinstance(entry["grad_norm"], torch.Tensor):
+                entry["grad_norm"] = next(norms)
+        self._pending = []
 
     def _validate(self, step: int) -> dict[str, float]:
         """The caller's ``validate(model, step)`` when given, else DPR's pool validation on the held-out records (on
@@ -341,7 +385,10 @@ class _Trainer:
         return out
 
     def _converged(self, prog: _Progress) -> bool:
-        """Patience is over (decided by the main process, which holds the validation figures)."""
+        """Patience is over (decided by the main process, which holds the validation figures). Asked only at an epoch
+        boundary: patience counts epoch ends, so nothing else can change the answer (no collective between)."""
+        if self.cfg.patience is None or prog.position != 0:
+            return False
         stop = self.acc.is_main_process and convergence.should_stop(prog.history, self.cfg.select_metric,
                                                                     self.cfg.patience)
         if self.acc.num_processes > 1:
@@ -355,28 +402,43 @@ class _Trainer:
         self._log_hard_negative_shortfall()
         bar = tqdm(total=self.total_steps, initial=prog.step, desc="train DPR", dynamic_ncols=True,
                    disable=not (self.show_progress and self.acc.is_main_process))
-        batches = self._remaining(prog)
-        while prog.step < self.total_steps and not self._converged(prog):
-            epoch, pos, indices = next(batches)
-            entry = self._train_step(epoch, indices, prog)
-            epoch_end = pos + 1 == self.steps_per_epoch
-            prog.epoch, prog.position = (epoch + 1, 0) if epoch_end else (epoch, pos + 1)
-            snapshot = self._is_snapshot(prog.step, epoch_end)
-            if snapshot:
-                entry.update(self._snapshot(prog, epoch_end))
-            elif self.cfg.eval_every and prog.step % self.cfg.eval_every == 0:
-                entry.update(self._validate(prog.step))
-            prog.history.append(entry)
-            if (self.cfg.checkpoint_every and prog.step % self.cfg.checkpoint_every == 0) or \
-                    (snapshot and epoch_end):    # a resumed run then decides patience on the same history
-                self._save_checkpoint(prog)
-            bar.update(1)
-            bar.set_postfix(loss=f"{entry['loss']:.4f}", ex_s=f"{entry['examples_per_s']:.1f}")
-            if prog.step % self.cfg.log_every == 0:
-                log.info("step %d/%d loss %.4f lr %.3g %.1f examples/s", prog.step, self.total_steps,
-                         entry["loss"], entry["lr"], entry["examples_per_s"])
-            if self.callback is not None:
-                self.callback(entry)
+        steps = self._steps(prog)
+        self._pending: list[dict] = []        # history entries whose loss is still a device tensor
+        window = (prog.step, time.perf_counter())
+        try:
+            while prog.step < self.total_steps and not self._converged(prog):
+                epoch, pos, inputs = next(steps)
+                entry = self._train_step(epoch, inputs, prog)
+                self._pending.append(entry)
+                epoch_end = pos + 1 == self.steps_per_epoch
+                prog.epoch, prog.position = (epoch + 1, 0) if epoch_end else (epoch, pos + 1)
+                snapshot = self._is_snapshot(prog.step, epoch_end)
+                checkpoint = (self.cfg.checkpoint_every and prog.step % self.cfg.checkpoint_every == 0) or \
+                    (snapshot and epoch_end)    # a resumed run then decides patience on the same history
+                logged = prog.step % self.cfg.log_every == 0
+                if snapshot or checkpoint or logged or self.callback is not None or prog.step == self.total_steps:
+                    self._settle()              # the host sync: only where something reads the figures
+                if snapshot:
+                    entry.update(self._snapshot(prog, epoch_end))
+                elif self.cfg.eval_every and prog.step % self.cfg.eval_every == 0:
+                    entry.update(self._validate(prog.step))
+                prog.history.append(entry)
+                if checkpoint:
+                    self._save_checkpoint(prog)
+                bar.update(1)
+                if logged:
+                    seconds = time.perf_counter() - window[1]
+                    rate = (prog.step - window[0]) * self.cfg.batch_size / max(seconds, 1e-9)
+                    window = (prog.step, time.perf_counter())
+                    bar.set_postfix(loss=f"{entry['loss']:.4f}", ex_s=f"{rate:.1f}")
+                    log.info("step %d/%d loss %.4f lr %.3g %.1f examples/s (since the last log line)", prog.step,
+                             self.total_steps, entry["loss"], entry["lr"], rate)
+                if self.callback is not None:
+                    self.callback(entry)
+        finally:
+            steps.close()
+            self.reducer.close()
+        self._settle()
         bar.close()
         epochs_end = self.cfg.epochs * self.steps_per_epoch
         prog.stopped_by = ("patience" if prog.step < self.total_steps else
@@ -384,19 +446,18 @@ class _Trainer:
                            else "epochs")
         return self._finish(prog)
 
-    def _train_step(self, epoch: int, indices: np.ndarray, prog: _Progress) -> dict:
+    def _train_step(self, epoch: int, inputs: loader.StepInputs, prog: _Progress) -> dict:
+        """One step; its entry's ``loss`` / ``grad_norm`` are device tensors until :meth:`_settle`. On a GPU the
+        step's seconds are the host's (nothing waits for the device between log steps); the log line's rate is over
+        the steps since the last one, which ends in a sync."""
         start = time.perf_counter()
-        batch = self._local_batch(epoch, indices)
         lr = self.scheduler.get_last_lr()[0]
-        loss, norm = self._optimise(batch)
+        loss, norm = self._optimise(inputs)
         seconds = time.perf_counter() - start
         prog.step += 1
-        missing = batch.missing_hard_negatives
-        if self.acc.num_processes > 1:
-            missing = int(self.acc.reduce(torch.tensor(missing, device=self.acc.device), "sum").item())
         return {"step": prog.step, "epoch": epoch, "loss": loss, "lr": lr, "grad_norm": norm,
-                "examples_per_s": len(indices) / seconds, "step_seconds": seconds,
-                "missing_hard_negatives": missing}
+                "examples_per_s": inputs.examples / seconds, "step_seconds": seconds,
+                "missing_hard_negatives": inputs.missing_hard_negatives}
 
     def _finish(self, prog: _Progress) -> list[dict]:
         if prog.history and not any(k.startswith("val_") for k in prog.history[-1]):
@@ -428,7 +489,8 @@ class _Trainer:
 def train_biencoder(model: Retriever, train_records: Sequence[dict], val_records: Sequence[dict] | None,
                     config: TrainConfig, output_dir: str | Path, resume: bool = True, progress: bool = True,
                     accelerator=None, callback: Callable[[dict], None] | None = None,
-                    validate: Callable[[Retriever, int], dict] | None = None) -> list[dict]:
+                    validate: Callable[[Retriever, int], dict] | None = None,
+                    tokens_cache: str | Path | None = None) -> list[dict]:
     """Train ``model`` in place; save it to ``output_dir/model``, the history to ``output_dir/history.jsonl``.
 
     ``resume``: continue from the latest complete checkpoint in ``output_dir/checkpoints`` (if any).
@@ -436,6 +498,9 @@ def train_biencoder(model: Retriever, train_records: Sequence[dict], val_records
     ``validate(model, step) -> {val_...: ...}`` replaces the held-out pool validation (``val_records`` then unused),
     on the main process: at ``eval_every``, the snapshots (``snapshot_steps`` and, with ``patience``, every epoch end;
     :mod:`ecqg.retrieval.convergence`) and the end.
+    ``tokens_cache``: a directory where the training set's tokens are kept (Arrow, memory-mapped;
+    :meth:`~ecqg.retrieval.tokens.TrainingTokens.cached`), shared by the processes of this run and by later runs on
+    the same set; None tokenises in memory.
     Returns the history: one dict per step (step, epoch, loss, lr, grad_norm, examples_per_s, ...), with
     ``val_*`` metrics on validation steps.
     """
@@ -446,5 +511,5 @@ def train_biencoder(model: Retriever, train_records: Sequence[dict], val_records
     output_dir.mkdir(parents=True, exist_ok=True)
     accelerator = accelerator or make_accelerator(config)
     trainer = _Trainer(model, train_records, val_records, config, output_dir, accelerator, progress, callback,
-                       validate)
+                       validate, None if tokens_cache is None else Path(tokens_cache))
     return trainer.run(resume)

@@ -15,6 +15,7 @@ from typing import Any
 from ecqg.device import MIXED_PRECISION
 
 RULE = "rule"           # field metadata: (allowed types, check or None, what a valid value looks like)
+AUTO = "auto"           # grad_cache_chunk_size: decided at run time from the device's memory
 SELECT_METRICS = ("val_top1", "val_top5", "val_top20")
 Rule = tuple[tuple[type, ...], Callable[[Any], bool] | None, str]
 
@@ -51,8 +52,11 @@ class TrainConfig:
     max_grad_norm: float | None = _rule(2.0, (int, float, type(None)), _optional_positive,
                                         "null (no clipping) or a number > 0")
     seed: int = _rule(0, (int,), lambda v: v >= 0, "an integer >= 0")
-    grad_cache_chunk_size: int | None = _rule(None, _OPTIONAL_INT, _optional_positive,
-                                              "null (one full-batch graph) or an integer > 0")
+    grad_cache_chunk_size: int | str | None = _rule(
+        None, (int, str, type(None)), lambda v: v is None or v == AUTO or (isinstance(v, int) and v > 0),
+        "null (one full-batch graph), an integer > 0 (GradCache chunks), or auto (GradCache only when the per-device "
+        "batch would not fit the device's memory by ecqg.retrieval.train_memory's estimate; then the largest "
+        "power-of-two chunk that fits)")
     length_bucket_size: int | None = _rule(None, _OPTIONAL_INT, _optional_positive,
                                            "null (one padded batch) or an integer > 0 (length-sorted buckets)")
     checkpoint_every: int | None = _rule(1000, _OPTIONAL_INT, _optional_positive,
@@ -65,7 +69,11 @@ class TrainConfig:
                                   "null or an integer > 0 (caps epochs x steps per epoch)")
     drop_last: bool = _rule(True, (bool,), None, "true or false")
     mixed_precision: str = _rule("no", (str,), lambda v: v in MIXED_PRECISION, f"one of {MIXED_PRECISION}")
-    log_every: int = _rule(50, (int,), _positive, "an integer > 0")
+    log_every: int = _rule(50, (int,), _positive, "an integer > 0 (also how often the step losses are read back from "
+                                                  "the device: the one host sync of a step)")
+    loader_workers: int | None = _rule(None, _OPTIONAL_INT, lambda v: v is None or v >= 0,
+                                       "null (auto: on a GPU up to 4 DataLoader workers per process, on a CPU none) "
+                                       "or an integer >= 0 (0: batches built in the training process)")
     patience: int | None = _rule(None, _OPTIONAL_INT, lambda v: v is None or v >= 1,
                                  "null (every epoch) or an integer >= 1 (epoch ends without a better select_metric)")
     select_metric: str = _rule("val_top20", (str,), lambda v: v in SELECT_METRICS, f"one of {SELECT_METRICS}")

@@ -115,7 +115,7 @@ def make_batch(records: Sequence[dict], indices: Sequence[int], hard_negatives: 
                   missing)
     if tokens is not None:
         rows = [int(tokens.positive_rows[i]) for i in indices]
-        rows += [tokens.negative_rows[i][j] for i, picked in zip(indices, picks) for j in picked]
+        rows += [int(tokens.negative_rows(i)[j]) for i, picked in zip(indices, picks) for j in picked]
         batch.query_features = tokens.questions.features(tokens.question_rows[indices])
         batch.passage_features = tokens.passages.features(rows)
     return batch
