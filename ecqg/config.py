@@ -191,6 +191,7 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "filtering.require_overlap": ((bool,), None, "true or false"),
     "filtering.hardness": ((str,), lambda v: v in ("lowest_score", "rank"), "lowest_score or rank"),
     "filtering.keep_fraction": ((int, float), lambda v: 0 < v <= 1, "a number in (0, 1]"),
+    "filtering.ablation": ((bool,), None, "true or false"),
     "filtering.max_rank": ((int,), _positive, "an integer > 0"),
     "filtering.depth": ((int,), _positive, "an integer > 0"),
     "filtering.autocast": ((str, type(None)), lambda v: v in (None, "bfloat16", "float16", "auto"),
@@ -358,13 +359,27 @@ def _lowest_below_min_entities(flat: dict) -> str | None:
     return None
 
 
+def _hardness_after_the_round_trip(flat: dict) -> str | None:
+    """The paper keeps the hard questions only among those a reader answered from their passage; without the round
+    trip, "hardest" selects the questions least related to their passage. Refused unless the profile says it is an
+    ablation of the chain."""
+    selects = flat["filtering.hardness"] == "rank" or flat["filtering.keep_fraction"] < 1
+    if flat["filtering.stage1"] == "none" and selects and not flat.get("filtering.ablation", False):
+        return ("'filtering.stage1' is none while the hardness stage selects ('filtering.hardness' "
+                f"{flat['filtering.hardness']}, 'filtering.keep_fraction' {flat['filtering.keep_fraction']}): the "
+                "paper's filter chain keeps hard questions only among those the round trip passed, so without it "
+                "'hardest' means least related to the passage. Set 'filtering.stage1' to roundtrip, or say the "
+                "profile is an ablation with 'filtering.ablation: true'")
+    return None
+
+
 # Rules that relate several keys: each returns a message naming the keys, or None when the values agree.
 CROSS_RULES: tuple[Callable[[dict], str | None], ...] = (
     _doses_below_the_sets,
     _sets_reach_their_size,
     _stride_below_window, _heldout_leaves_training_data, _index_params_fit_kind,
     _lowest_below_min_entities, _hybrid_depth_within_runs, _hybrids_trained, _processes_on_one_gpu,
-    _curve_needs_corpus_validation, _related_seeds_lead_seeds)
+    _curve_needs_corpus_validation, _related_seeds_lead_seeds, _hardness_after_the_round_trip)
 # Input files named in params (dotted key -> path), checked to exist by `check_inputs` before a run starts.
 INPUT_KEYS = ("data.corpus", "data.train_gold", "data.nq_dev", "data.mrc_unanswerable")
 # Keys whose value is a mapping checked as a whole (their children are not separate rules).

@@ -351,3 +351,19 @@ def test_processes_auto_is_the_gpus_at_run_time(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert parallel.processes({"processes": "auto"}) == 1
     assert parallel.processes({}) == 1
+
+
+def test_hardness_without_the_round_trip_is_refused_unless_the_profile_is_an_ablation():
+    """The paper's filter chain runs whole: 'hardest' among questions no reader checked means least related."""
+    mini = config.preset("mini")
+    assert mini["filtering"]["stage1"] == "none" and mini["filtering"]["ablation"] is True
+    config.validate(mini, "mini")
+    refused = {**mini, "filtering": {**mini["filtering"], "ablation": False}}
+    with pytest.raises(ConfigError, match=r"'filtering.stage1' is none while the hardness stage selects.*"
+                                          r"'filtering.ablation: true'"):
+        config.validate(refused, "x")
+    keeps_all = {**refused, "filtering": {**refused["filtering"], "keep_fraction": 1.0}}
+    config.validate(keeps_all, "x")            # no selection by hardness: nothing to refuse
+    for profile in ("smoke", "study", "paper", "paper_three"):
+        chain = config.preset(profile)["filtering"]
+        assert chain["stage1"] == "roundtrip" and chain["ablation"] is False, profile
