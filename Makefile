@@ -39,7 +39,7 @@ $(STAMP): requirements/base.txt requirements/constraints.txt requirements/models
 repro: $(STAMP)
 	$(PY) -m ecqg.config check
 	$(PY) -m ecqg.config inputs
-	$(PY) -m ecqg.dag write
+	$(PY) -m ecqg.dag write $(if $(FORCE),--force,)
 	$(PY) -m ecqg.dag untracked      # a stray file in a code folder would enter dvc.lock's hashes
 	$(PY) -m ecqg.dag prune-lock     # before: the report stage lists what dvc.lock holds
 	@$(RUN_LOG)
@@ -74,7 +74,7 @@ bench: $(STAMP)
 # overwrites them and keeps them in params.yaml.bak.
 profile: $(STAMP)
 	$(PY) -m ecqg.config use $(P) $(if $(FORCE),--force,)
-	$(PY) -m ecqg.dag write
+	$(PY) -m ecqg.dag write $(if $(FORCE),--force,)
 
 clean-venv:
 	rm -rf $(VENV)

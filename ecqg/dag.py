@@ -22,6 +22,7 @@ place.
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -415,9 +416,20 @@ def render_stage(stage: Stage, root: Path = REPO) -> str:
     lines.append(f"{ind}cmd: {stage.cmd}")
     lines += _flow("deps", [*stage.deps, *code_deps(stage.cmd, root)], ind)
     lines += _flow("params", stage.params, ind)
-    lines += _flow("outs", stage.outs, ind)
-    lines += _flow("metrics", stage.metrics, ind)
+    headline = [m for m in stage.metrics if _path(m).endswith(DVC_METRICS)]
+    lines += _flow("outs", [*stage.outs, *(m for m in stage.metrics if m not in headline)], ind)
+    lines += _flow("metrics", headline, ind)
     return "\n".join(lines)
+
+
+# What `dvc metrics show` / `dvc exp show` print: the headline figures only (a dozen short keys). Every other metrics
+# file of a stage is declared as a committed output (cache: false) beside it: still in git, still diffable with
+# `dvc metrics show results/<profile>/table3.json`, but not thousands of columns wide by default.
+DVC_METRICS = ("/headline.json",)
+
+
+def _path(entry) -> str:
+    return next(iter(entry)) if isinstance(entry, dict) else entry
 
 
 HEADER = """\
@@ -433,7 +445,24 @@ def render(params: Mapping, table: Sequence[variants.Variant] | None = None, roo
     chosen = params["dpr"]["variants"]
     selection = (f"# Variants: dpr.variants is '{chosen}'" if chosen == variants.ALL else
                  f"# Variants: dpr.variants selects {', '.join(chosen)}") + " (params.yaml).\n"
-    return f"{HEADER}{selection}stages:\n{body}\n\n{render_plots(params, table)}"
+    return signed(f"{HEADER}{selection}stages:\n{body}\n\n{render_plots(params, table)}")
+
+
+DIGEST = "# digest of the text below this line (a hand edit changes it; `dag write` then refuses): "
+
+
+def signed(text: str) -> str:
+    """``text`` with a first line holding the digest of the rest, so a later write can tell a hand edit from a
+    file this module wrote (as ``make profile`` tells a hand-edited params.yaml from a preset)."""
+    return f"{DIGEST}{hashlib.sha256(text.encode()).hexdigest()[:16]}\n{text}"
+
+
+def hand_edited(text: str) -> bool:
+    """Whether a dvc.yaml was changed after ``dag write`` wrote it (a file without the digest line: not known)."""
+    first, _, rest = text.partition("\n")
+    if not first.startswith(DIGEST):
+        return False
+    return first.removeprefix(DIGEST) != hashlib.sha256(rest.encode()).hexdigest()[:16]
 
 
 def prune_lock(lock: Path, params_file: Path = Path("params.yaml")) -> list[str]:
@@ -503,6 +532,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--file", default=str(REPO / DVC_YAML))
     parser.add_argument("--params", default=None, help="the params file whose dpr.variants the DAG trains "
                         "(default: params.yaml beside --file)")
+    parser.add_argument("--force", action="store_true", help="write: overwrite a hand-edited dvc.yaml, keeping "
+                        "it as dvc.yaml.bak")
     args = parser.parse_args(argv)
     if args.action == "prune-lock":
         gone = prune_lock(Path(args.file).with_name("dvc.lock"))
@@ -535,9 +566,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from ecqg.io import write_text
 
-    if path.is_file() and path.read_text(encoding="utf-8") == text:
+    old = path.read_text(encoding="utf-8") if path.is_file() else None
+    if old == text:
         print(f"{path} is up to date ({text.count(chr(10))} lines)")
         return 0
+    if old is not None and hand_edited(old):
+        if not args.force:
+            print(f"{path} was edited by hand since `python -m ecqg.dag write` wrote it; its stages come from "
+                  "ecqg/dag.py and ecqg/variants.py (edit those, or params.yaml's dpr.variants). "
+                  "`make repro FORCE=1` (dag write --force) overwrites it and keeps yours as dvc.yaml.bak",
+                  file=sys.stderr)
+            return 2
+        backup = path.with_name(path.name + ".bak")
+        write_text(backup, old)
+        print(f"{path}: the hand-edited file is kept as {backup}")
     write_text(path, text)
     print(f"{path} written ({text.count(chr(10))} lines; dpr.variants: {params['dpr']['variants']})")
     return 0

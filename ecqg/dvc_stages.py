@@ -64,9 +64,12 @@ def declared_paths(stage: Mapping, key: str) -> Iterator[str]:
 
 
 def metric_files(dvc_yaml_path: str | Path = "dvc.yaml", params: Mapping | None = None) -> set[str]:
-    """Every metrics file the current pipeline declares (for the current params)."""
+    """Every metrics file the current pipeline declares (for the current params): DVC's metrics (the headline) and
+    the committed JSON outputs under ``results/`` beside them (``ecqg.dag.DVC_METRICS`` says why they are outs)."""
     from ecqg import config
 
     dvc_yaml = yaml.safe_load(Path(dvc_yaml_path).read_text(encoding="utf-8"))
     params = config.load() if params is None else params
-    return {path for _, stage in expanded_stages(dvc_yaml, params) for path in declared_paths(stage, "metrics")}
+    return {path for _, stage in expanded_stages(dvc_yaml, params)
+            for path in [*declared_paths(stage, "metrics"), *declared_paths(stage, "outs")]
+            if path.startswith("results/") and path.endswith(".json")}

@@ -252,3 +252,42 @@ def test_a_stray_file_in_a_code_folder_is_refused_and_what_git_ignores_is_not(tm
     assert untracked_code_files(root) == []
     (root / "pkg" / "notes.txt").write_text("a stray file\n")
     assert untracked_code_files(root) == ["pkg/notes.txt"]
+
+
+def test_a_hand_edited_dvc_yaml_is_refused_or_kept_as_a_backup(tmp_path):
+    """`dag write` (make repro, make profile) never overwrites a hand edit silently, as params.yaml is not."""
+    from ecqg import dag
+
+    shutil = pytest.importorskip("shutil")
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    target = tmp_path / "dvc.yaml"
+    assert dag.main(["write", "--file", str(target)]) == 0
+    written = target.read_text(encoding="utf-8")
+    assert not dag.hand_edited(written)
+    edited = written.replace("cmd: python -m ecqg.stages.prepare", "cmd: python -m ecqg.stages.prepare --mine")
+    target.write_text(edited, encoding="utf-8")
+    assert dag.hand_edited(edited)
+    assert dag.main(["write", "--file", str(target)]) == 2 and target.read_text(encoding="utf-8") == edited
+    assert dag.main(["write", "--file", str(target), "--force"]) == 0
+    assert target.read_text(encoding="utf-8") == written
+    assert (tmp_path / "dvc.yaml.bak").read_text(encoding="utf-8") == edited
+
+
+def test_dvc_metrics_and_exp_show_fit_a_terminal():
+    """`dvc metrics show` prints the headline figures only (each stage's other JSON files are committed outputs),
+    and the README's `dvc exp show` line fits 200 columns."""
+    import subprocess
+
+    text = (REPO / "dvc.yaml").read_text(encoding="utf-8")
+    declared = [stage.get("metrics", []) for stage in yaml.safe_load(text)["stages"].values()
+                for stage in ([stage["do"]] if "do" in stage else [stage])]
+    assert [next(iter(m)) for ms in declared for m in ms] == ["results/${profile}/headline.json"]
+    env = {"PATH": f"{Path(__import__('sys').executable).parent}:/usr/bin:/bin", "DVC_NO_ANALYTICS": "1",
+           "HOME": str(REPO)}
+    shown = subprocess.run(["dvc", "metrics", "show"], cwd=REPO, capture_output=True, text=True, env=env)
+    assert shown.returncode == 0 and max(map(len, shown.stdout.splitlines())) <= 200, shown.stdout[:500]
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    line = next(x for x in readme.splitlines() if x.startswith("dvc exp show"))
+    command = __import__("shlex").split(line.split("#")[0])
+    shown = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=env)
+    assert shown.returncode == 0 and max(map(len, shown.stdout.splitlines())) <= 200, shown.stdout[:500]
