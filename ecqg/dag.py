@@ -192,7 +192,8 @@ def _notebook(number: str, name: str, deps: list, params: list, outs: list, metr
     extra = [_nocache(checkpoints, persist=True)] if checkpoints else []
     return Stage(name if number not in ("06", "07") else {"06": "results", "07": "mechanism"}[number],
                  f"python -m ecqg.notebook {nb}", [f"notebooks/{nb}.ipynb", *deps], params,
-                 [*outs, f"{paths.NOTEBOOKS_OUT}/{nb}.ipynb", f"{paths.FIGURES}/{number}", *extra],
+                 [*outs, f"{paths.NOTEBOOKS_OUT}/{nb}.ipynb", f"{paths.FIGURES}/{number}", *extra,
+                  _nocache(f"results/{PROFILE}/notebooks/{nb}.ipynb")],
                  [*(_metric(m) for m in metrics), _metric(f"stage_{nb}.json")], comment=comment)
 
 

@@ -6,6 +6,10 @@ log, writes the executed copy to ``outputs/notebooks/<name>[.<tag>].ipynb`` atom
 failing notebook next to it as ``<name>[.<tag>].failed.ipynb`` for inspection, never a file that looks complete) and
 records the wall time in ``results/<profile>/stage_<name>[.<tag>].json``. A tag names one run of a notebook that DVC
 runs once per variant (``foreach``).
+
+A notebook run once per profile (not 05's runs, one per variant and seed) is also published: a copy with its tables
+and figures but without progress bars and log streams goes to ``results/<profile>/notebooks/<name>.ipynb``, committed
+with the metrics, so a fresh clone shows the last run's notebooks without running anything.
 """
 
 from __future__ import annotations
@@ -52,7 +56,42 @@ def execute(name: str, extra: dict | None = None, params_file: str = str(config.
                 if inherited is None:
                     os.environ.pop(device.ENV_VAR, None)
         failed.unlink(missing_ok=True)
+        if tag is None:
+            publish(target, paths.published_notebook(params["profile"], name))
     return target
+
+
+NOISE_STREAMS = ("stderr",)      # tqdm bars, logging: what a reader of the executed notebook does not need
+
+
+def published(notebook: dict) -> dict:
+    """An executed notebook as committed: every output but the stderr streams (progress bars, logs), stdout with
+    carriage-return redraws collapsed to their last state, and no per-run execution timestamps."""
+    out = {**notebook, "cells": []}
+    for cell in notebook["cells"]:
+        cell = {**cell, "metadata": {k: v for k, v in cell.get("metadata", {}).items() if k != "execution"}}
+        if cell["cell_type"] == "code":
+            outputs = []
+            for o in cell.get("outputs", []):
+                if o.get("output_type") == "stream":
+                    if o.get("name") in NOISE_STREAMS:
+                        continue
+                    text = "".join(o.get("text", ""))
+                    o = {**o, "text": "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))}
+                outputs.append(o)
+            cell["outputs"] = outputs
+        out["cells"].append(cell)
+    return out
+
+
+def publish(executed: Path, target: Path) -> Path:
+    import json
+
+    from ecqg.io import write_text
+
+    notebook = json.loads(executed.read_text(encoding="utf-8"))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return write_text(target, json.dumps(published(notebook), indent=1, ensure_ascii=False) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

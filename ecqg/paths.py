@@ -133,6 +133,11 @@ def evidence_file(profile: str, name: str) -> Path:
     return metrics_dir(profile) / "evidence" / name
 
 
+def published_notebook(profile: str, name: str) -> Path:
+    """The last run's executed notebook as committed (progress output stripped): ``results/<profile>/notebooks/``."""
+    return metrics_dir(profile) / "notebooks" / f"{name}.ipynb"
+
+
 def plot_data(profile: str, name: str) -> Path:
     """Data behind a DVC plot (``dvc plots show``), committed like the metrics: ``results/<profile>/plots/<name>``."""
     return metrics_dir(profile) / "plots" / name
