@@ -157,7 +157,9 @@ def measured(a: np.ndarray, seeds_a: tuple[int, ...], b: np.ndarray | None = Non
     from ecqg.analysis.stats import bootstrap_ci
 
     a, b = a * scale, None if b is None else b * scale
-    if b is not None and paired_units:
+    if b is None:
+        a = a[~np.isnan(a).any(axis=1)]
+    elif paired_units:                         # the units every run of both arms measured (a share needs 2+ sentences)
         keep = ~(np.isnan(a).any(axis=1) | np.isnan(b).any(axis=1))
         a, b = a[keep], b[keep]
     paired = same_runs if same_runs is not None else (b is not None and pairing(seeds_a, seeds_b))
