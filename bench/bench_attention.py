@@ -7,7 +7,7 @@ Both sides use the bundled MiniLM (eager attention) as the passage encoder and t
 same real passages (``data/corpus.jsonl.gz``):
 
 * ecqg: ``cls_attention`` (tokenise once, longest-first batches padded per batch, ``inference_mode``) and
-  ``ecqg.text.analyze`` (``nlp.pipe`` with tagger / attribute_ruler / lemmatizer off);
+  ``ecqg.data.text.analyze`` (``nlp.pipe`` with tagger / attribute_ruler / lemmatizer off);
 * plain: for each passage, tokenise it, run the model under ``no_grad``, take the last layer's [CLS] row, then
   ``nlp(text)`` with the same components off (so the gap measures batching, not the pipeline choice).
 
@@ -26,9 +26,9 @@ import torch
 
 from ecqg.analysis.attention import cls_attention
 from ecqg.data.records import read_corpus
-from ecqg.models import load_spacy
+from ecqg.runtime.models import load_spacy
 from ecqg.retrieval.biencoder import BiEncoder
-from ecqg.text import SPACY_UNUSED, analyze
+from ecqg.data.text import SPACY_UNUSED, analyze
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA = (ROOT / "data" / "corpus.jsonl.gz", ROOT / "outputs" / "data" / "corpus.jsonl")

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ecqg.device import cpu_name
+from ecqg.core.device import cpu_name
 from ecqg.retrieval.loader import StepPlan, iterate_steps
 from ecqg.retrieval.tokens import TokenStore, TrainingTokens
 

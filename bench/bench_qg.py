@@ -1,7 +1,7 @@
 """Benchmark: question-generator training examples/s and generated questions/s (bundled MiniLM as a generator).
 
 Prints figures; not a test. Real examples: the first ``--examples`` gold triples of ``outputs/data/train_gold.jsonl``
-(or of ``--gold``), unconditioned format for training; generation is conditioned on their (passage, entity) pairs. Training runs through ``ecqg.hf_training`` (a few steps, no checkpoint);
+(or of ``--gold``), unconditioned format for training; generation is conditioned on their (passage, entity) pairs. Training runs through ``ecqg.runtime.hf_training`` (a few steps, no checkpoint);
 generation samples ``--samples`` sequences per passage with top-k 10 / top-p 0.9 from the (barely trained) model, so
 the questions/s figure includes the long outputs of an untrained decoder (up to ``--max-new-tokens``).
 ``--architecture`` (prefix_lm, bert2bert) and ``--mixed-precision`` (no, bf16) compare what ``qg.architecture`` and
@@ -23,7 +23,7 @@ import torch
 
 from ecqg import qg
 from ecqg.data.records import read_train_gold
-from ecqg.io import read_jsonl
+from ecqg.core.io import read_jsonl
 
 GOLD = Path(__file__).resolve().parents[1] / "outputs" / "data" / "train_gold.jsonl"
 

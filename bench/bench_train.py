@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from ecqg.io import read_jsonl
+from ecqg.core.io import read_jsonl
 from ecqg.retrieval.biencoder import BiEncoder
 from ecqg.retrieval.train import TrainConfig, train_biencoder
 

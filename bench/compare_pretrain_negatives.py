@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ecqg import config
+from ecqg.core import config
 from ecqg.pipeline import dense
 from ecqg.retrieval.train import train_biencoder
 from ecqg.retrieval.train_data import split_records

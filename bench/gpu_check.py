@@ -14,7 +14,7 @@ bert-base-uncased's size (30,522) is trained on the committed bundle's text (``t
 transformers; 138 tokens per 100-word passage against bert-base-uncased's 140); no ``datasets``: the tokenised
 corpus is held in memory instead of memory-mapped Arrow; no FAISS: ``ecqg.retrieval.faiss_index`` (which the
 encoder's module imports, for the search only) is replaced by a stand-in whose functions raise; no pyserini:
-``ecqg.text``'s import of DrQA's answer matcher is given DrQA's token patterns and matchers that raise (sampling
+``ecqg.data.text``'s import of DrQA's answer matcher is given DrQA's token patterns and matchers that raise (sampling
 matches no answers); no ``accelerate``: the training sections are skipped ("skipped: accelerate not installed").
 
 Every section's figures go into ``--out`` (JSON) as soon as it ends, the file replaced atomically (a temporary
@@ -24,7 +24,7 @@ still run (a killed run leaves ``running`` on the section it was in, ``pending``
 status is 1 when a section failed.
 ``--fail-section NAME`` makes one fail on purpose (the test suite's check of that).
 
-It measures, on the device the project's policy picks (``ecqg.device``; ``ECQG_DEVICE`` overrides it), at the
+It measures, on the device the project's policy picks (``ecqg.core.device``; ``ECQG_DEVICE`` overrides it), at the
 paper profile's (``params/paper.yaml``) batch sizes, lengths and autocast (a profile that does not validate is read
 unchecked, said under ``fallbacks``):
 
@@ -86,8 +86,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_train import load_passages, make_records  # noqa: E402
 
-from ecqg import config, device  # noqa: E402
-from ecqg.models import BUNDLED_ENCODER, inference, resolve_model  # noqa: E402
+from ecqg.core import config, device  # noqa: E402
+from ecqg.runtime.models import BUNDLED_ENCODER, inference, resolve_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_PASSAGES = 21_015_324
@@ -224,7 +224,7 @@ def _dense(fallbacks: dict):
 
 
 class _DrQATokenizer:
-    """DrQA's ``SimpleTokenizer`` patterns, which ``ecqg.text`` compiles at import; it cannot tokenise."""
+    """DrQA's ``SimpleTokenizer`` patterns, which ``ecqg.data.text`` compiles at import; it cannot tokenise."""
 
     ALPHA_NUM = r"[\p{L}\p{N}\p{M}]+"
     NON_WS = r"[^\p{Z}\p{C}]"
@@ -234,7 +234,7 @@ class _DrQATokenizer:
 
 
 def _answer_matcher(fallbacks: dict) -> None:
-    """Make ``ecqg.text`` importable without pyserini: a stand-in for ``pyserini.eval.evaluate_dpr_retrieval``
+    """Make ``ecqg.data.text`` importable without pyserini: a stand-in for ``pyserini.eval.evaluate_dpr_retrieval``
     with DrQA's token patterns and answer matchers that raise (question sampling matches no answers)."""
     try:
         import pyserini.eval.evaluate_dpr_retrieval  # noqa: F401
@@ -245,7 +245,7 @@ def _answer_matcher(fallbacks: dict) -> None:
     for name in ("pyserini", "pyserini.eval"):
         _stand_in(name, why, __path__=[])
     _stand_in("pyserini.eval.evaluate_dpr_retrieval", why, SimpleTokenizer=_DrQATokenizer)
-    fallbacks["pyserini"] = ("not installed: ecqg.text imports DrQA's token patterns from a stand-in whose answer "
+    fallbacks["pyserini"] = ("not installed: ecqg.data.text imports DrQA's token patterns from a stand-in whose answer "
                              "matchers raise (sampling matches no answers)")
 
 
@@ -288,7 +288,7 @@ def load_tokenizer(ref: str, workdir: Path, fallbacks: dict, vocab_passages: int
 
 # ------------------------------------------------------------------------------------------------- shared pieces
 def paper_profile(fallbacks: dict) -> dict:
-    """params/paper.yaml over the base profile, validated (``ecqg.config.preset``); a profile that does not validate
+    """params/paper.yaml over the base profile, validated (``ecqg.core.config.preset``); a profile that does not validate
     (a tree in the middle of a change) is read without the checks, and said so: its sizes are all this reads."""
     presets = ROOT / "params"
     try:
@@ -539,7 +539,7 @@ def training(s: dict, tokenizer, passages: list[dict], batch: int, chunk: int | 
     and ``length_bucket_size``), bf16 where native, else fp16 on a GPU / float32 on a CPU.
     MFU counts 6 N per unpadded token of both sides (queries and 1 + hard_negatives passages per example):
     GradCache's second forward and the padding are overhead, not useful work."""
-    from ecqg.hf_training import resolve_mixed_precision
+    from ecqg.runtime.hf_training import resolve_mixed_precision
     from ecqg.retrieval.train import TrainConfig, train_biencoder
 
     precision = resolve_mixed_precision("auto")
@@ -655,10 +655,10 @@ def reading(s: dict, tokenizer, passages: list[dict], paper: dict) -> dict:
 # ---------------------------------------------------------------------------------------------------- projection
 def stage_counts(paper: dict) -> dict[str, int]:
     """How many corpus encodings, fine-tunings and pre-trainings the paper profile's DAG runs (the stages
-    ``ecqg.dag`` writes for its ``dpr.variants``, ``foreach`` / ``matrix`` expanded; their code dependencies are
+    ``ecqg.tooling.dag`` writes for its ``dpr.variants``, ``foreach`` / ``matrix`` expanded; their code dependencies are
     not worked out, which would need nbformat for the notebook stages)."""
-    from ecqg import dag as dag_writer
-    from ecqg.dvc_stages import expanded_stages
+    from ecqg.tooling import dag as dag_writer
+    from ecqg.tooling.dvc_stages import expanded_stages
 
     def block(stage) -> dict:
         if stage.foreach is not None:

@@ -20,7 +20,7 @@ import platform
 import sys
 
 from ecqg.data.records import read_corpus
-from ecqg.pseudo_queries import TermWeights
+from ecqg.retrieval.pseudo_queries import TermWeights
 from ecqg.retrieval.tfidf import DEFAULT_PARAMS, _vectorizer
 
 PAPER_PASSAGES = 21_015_324

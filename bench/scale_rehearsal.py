@@ -65,7 +65,7 @@ def write_inputs(bundle: Path, work: Path, passages: int, seed: int = 2022) -> d
     """DPR-format inputs of ``passages`` passages drawn (with replacement) from the bundle, the question files, and
     ``kept.jsonl``: synthetic kept questions (uncon ``n/21``, con half that), each about a passage it names and
     with an answer span of that passage."""
-    from ecqg.io import read_jsonl
+    from ecqg.core.io import read_jsonl
 
     rng = random.Random(f"{seed}-{passages}")
     bundle_passages = [r for _, r in read_jsonl(bundle / "corpus.jsonl.gz")]
@@ -121,7 +121,7 @@ def write_params(work: Path) -> None:
     """params/paper.yaml with the workspace's files and the host's thread count."""
     import yaml
 
-    from ecqg import config
+    from ecqg.core import config
 
     params = config.preset("paper", REPO / "params")
     d = Path("downloads")
@@ -138,8 +138,9 @@ def write_params(work: Path) -> None:
 # ------------------------------------------------------------------------------------------------------- steps
 def _mixing() -> dict:
     """Notebook 04's host side, as it runs there (cells 3-6), on the synthetic kept questions."""
-    from ecqg import config, mixing, paths, variants
-    from ecqg.io import read_jsonl
+    from ecqg.core import config, paths, variants
+    from ecqg.filtering import mixing
+    from ecqg.core.io import read_jsonl
     from ecqg.pipeline import synthetic as sp
     from ecqg.retrieval.bm25 import BM25Searcher
 
@@ -162,7 +163,7 @@ def _mixing() -> dict:
 def _tempqg_templates() -> dict:
     """Notebook 08's templates: the gold training questions' NER, entity document frequency over the pool's texts,
     clustering."""
-    from ecqg import config, paths
+    from ecqg.core import config, paths
     from ecqg.data.dpr import read_dpr_retriever_json
     from ecqg.pipeline.tempqg import build_templates, corpus_texts
 
@@ -235,8 +236,8 @@ def parallel_share(point: dict, cores: int, step: str) -> float:
 
 def rehearse(bundle: Path, root: Path, sizes: list[int], steps=STEPS, progress=print) -> dict:
     """Every step at every size; ``{"sizes": [...], "steps": {step: [{"passages", "seconds", ...}]}}``."""
-    from ecqg.config import host_cores
-    from ecqg.device import cpu_name
+    from ecqg.core.config import host_cores
+    from ecqg.core.device import cpu_name
 
     out: dict = {"cpu": cpu_name(), "cores": host_cores(), "date": datetime.date.today().isoformat(),
                  "sizes": sizes, "inputs": {}, "steps": {s: [] for s in steps}}
@@ -332,7 +333,7 @@ def merge(earlier: dict, later: dict) -> dict:
 
 def write_docs(result: dict, doc: Path) -> None:
     """The table into ``doc`` between :data:`MARKERS` (docs/paper_profile.md has them), as the cost table is."""
-    from ecqg.cost import write_doc
+    from ecqg.tooling.cost import write_doc
 
     write_doc(render(result), doc, MARKERS)
 

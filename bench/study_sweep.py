@@ -95,8 +95,8 @@ def export_sets(out: Path) -> None:
     in minutes (``dvc repro training_data``). With this file committed, a checkout that never ran 01-04 can still
     pack the sweep (``pack --sets``). Every context's text is checked against the pool before it is dropped, so the
     rebuild is exact (byte for byte); titles, ids, scores and answers stay."""
-    from ecqg import config
-    from ecqg.io import read_json, write_text
+    from ecqg.core import config
+    from ecqg.core.io import read_json, write_text
     from ecqg.pipeline.common import passages_by_id
 
     params = config.load("params.yaml")
@@ -125,8 +125,8 @@ def rebuilt_sets(exported: Path) -> dict[str, bytes]:
     import tempfile
 
     from ecqg.data.dpr import write_dpr_retriever_json
-    from ecqg.errors import DataFormatError
-    from ecqg.io import read_json
+    from ecqg.core.errors import DataFormatError
+    from ecqg.core.io import read_json
     from ecqg.pipeline.common import passages_by_id
 
     sets = read_json(exported, dict, "an object with the exported synthetic sets")
@@ -159,8 +159,8 @@ def pack(out: Path, sets: Path | None = None) -> None:
     import safetensors.torch
     import torch
 
-    from ecqg import config
-    from ecqg.models import resolve_model
+    from ecqg.core import config
+    from ecqg.runtime.models import resolve_model
     from ecqg.pipeline.located import moved_pairs
 
     params = config.load("params.yaml")
@@ -199,7 +199,7 @@ def pack(out: Path, sets: Path | None = None) -> None:
     with tarfile.open(out / "site.tar.xz", "w:xz", preset=9) as tar:
         for path in sorted(site.glob("faiss*")):
             tar.add(path, arcname=path.name)
-        for name in PYSERINI_FILES:      # DrQA's answer matching (ecqg.text) is pure Python; the rest needs Java
+        for name in PYSERINI_FILES:      # DrQA's answer matching (ecqg.data.text) is pure Python; the rest needs Java
             tar.add(site / name, arcname=name)
     sizes = {p.name: p.stat().st_size for p in sorted(out.iterdir())}
     print(json.dumps({"pack": str(out), "bytes": sizes, "total_mib": round(sum(sizes.values()) / 2**20, 1),
@@ -249,11 +249,11 @@ def plan(seeds: list[int], poly: bool, doses: list[int] = ()) -> list[dict]:
 
 def write_dose_sets(workdir: Path, params: dict) -> list[str]:
     """Stage 04's dose sets (``mixing.doses``) rebuilt from the packed full sets with stage 04's own cut
-    (``ecqg.mixing.dose_sets``: UnCon's first n, Mixed's first n/2 of each generator, reshuffled, seeded): the same
+    (``ecqg.filtering.mixing.dose_sets``: UnCon's first n, Mixed's first n/2 of each generator, reshuffled, seeded): the same
     files, so a sweep needs no second copy of the questions."""
     from ecqg.data.dpr import read_dpr_retriever_json, write_dpr_retriever_json
-    from ecqg.mixing import dose_sets
-    from ecqg.variants import SETS, doses, dose_set
+    from ecqg.filtering.mixing import dose_sets
+    from ecqg.core.variants import SETS, doses, dose_set
 
     sizes = doses(params)
     if not sizes:
@@ -291,7 +291,7 @@ def run(pack_dir: Path, workdir: Path, out: Path, workers: int, budget_s: float,
     start = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     unpack(pack_dir, workdir)
-    from ecqg import config
+    from ecqg.core import config
     params = config.load(workdir / "params.yaml")
     seeds = [int(s) for s in params["dpr"]["seeds"]]
     (workdir / "results").mkdir(exist_ok=True)
@@ -375,7 +375,7 @@ def write_logs(workdir: Path, out: Path) -> None:
 
 
 def write_sweep(out: Path, sweep: dict, start: float) -> None:
-    from ecqg.io import write_text
+    from ecqg.core.io import write_text
 
     sweep["elapsed_s"] = round(time.monotonic() - start, 1)
     write_text(out / RESULT, json.dumps(sweep))      # atomic: a run cut mid-write keeps the last whole file
@@ -386,8 +386,8 @@ def first_hit_ranks(run_path: Path, questions: list[dict], text_of: dict, cache)
     """Per question, the rank (1..K_MAX) of the first answer-bearing passage, 0 for none within K_MAX."""
     import numpy as np
 
-    from ecqg import evaluation
-    from ecqg.run_files import read_run
+    from ecqg.retrieval import evaluation
+    from ecqg.retrieval.run_files import read_run
 
     hits = evaluation.hit_matrix(read_run(run_path), questions, text_of, k_max=K_MAX, cache=cache)
     return [int(r) for r in np.where(hits.any(axis=1), hits.argmax(axis=1) + 1, 0)]
@@ -411,10 +411,11 @@ def job(workdir: Path, spec: dict, encode_batch: int, sets: list[str]) -> None:
     (``retrieve_all``) reduced to first-hit ranks; written to ``results/<name>.json``."""
     os.chdir(workdir)
     sys.path.insert(1, str(workdir / "site"))
-    from ecqg import config, device, evaluation, paths
-    from ecqg.io import read_jsonl
+    from ecqg.core import config, device, paths
+    from ecqg.retrieval import evaluation
+    from ecqg.core.io import read_jsonl
     from ecqg.pipeline import dense, finetune_validation, located
-    from ecqg.pipeline.dense_retrieval import retrieve_all
+    from ecqg.pipeline.retrieve_dense import retrieve_all
     from ecqg.pipeline.results import load_passage_texts
     from ecqg.stages import setup_logging
 
@@ -475,7 +476,7 @@ def job(workdir: Path, spec: dict, encode_batch: int, sets: list[str]) -> None:
 
 # ------------------------------------------------------------------------------------------------------- summarize
 def read_sweep(path: Path) -> dict:
-    from ecqg.io import read_json
+    from ecqg.core.io import read_json
 
     return read_json(path, dict, "a sweep (bench/study_sweep.py run)")
 
@@ -542,7 +543,7 @@ def runs_interval(stack_a, stack_b, k: int, paired: bool = True):
     """A - B at Top-k with the runs (seeds) as the unit, by the claims tables' rule (``ecqg.analysis.over_runs``):
     paired by seed (the stacks hold the seeds both systems share, in one order; a seed fixes the gold sub-sample and
     the batch order in every arm), or, for comparison, as two independent arms. None with one seed."""
-    from ecqg import evaluation
+    from ecqg.retrieval import evaluation
     from ecqg.analysis.over_runs import over_runs
 
     a, b = (evaluation.seed_hits_at_k(x, [k])[:, :, 0].astype(float) for x in (stack_a, stack_b))
@@ -558,7 +559,7 @@ def summarize(paths_: list[Path]) -> None:
     import numpy as np
     import pandas as pd
 
-    from ecqg import evaluation
+    from ecqg.retrieval import evaluation
     from ecqg.analysis import stats, tables
 
     sweeps = [read_sweep(p) for p in paths_]
@@ -629,7 +630,7 @@ def slice_figures(sweep: dict, masks: dict[str, dict]) -> dict:
     (``evaluation.accuracy_table`` / ``paired_table``, ``pipeline.mechanism.psi_table``, their default resamples)."""
     import pandas as pd
 
-    from ecqg import evaluation
+    from ecqg.retrieval import evaluation
     from ecqg.analysis import mechanism, tables
     from ecqg.pipeline import mechanism as mp
 
@@ -675,7 +676,7 @@ def slices(paths_: list[Path], entity_model: bool) -> dict:
     sweep's own models stay on the GPU machine)."""
     import pandas as pd
 
-    from ecqg import config
+    from ecqg.core import config
     from ecqg.analysis import mechanism
     from ecqg.pipeline import mechanism as mp
 

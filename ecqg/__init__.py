@@ -4,7 +4,7 @@ The package is deliberately thin: notebooks in ``notebooks/`` call one function 
 longer than a few lines lives here so it can be tested.
 """
 
-from ecqg.env import configure_environment, move_to_repository_root
+from ecqg.core.env import configure_environment, move_to_repository_root
 
 configure_environment()
 move_to_repository_root()

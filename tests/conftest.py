@@ -29,7 +29,7 @@ def tokenizer():
     """The bundled MiniLM's WordPiece tokenizer (bert-base-uncased's vocabulary), for tiny random models."""
     from transformers import AutoTokenizer
 
-    from ecqg.models import resolve_model
+    from ecqg.runtime.models import resolve_model
 
     return AutoTokenizer.from_pretrained(resolve_model("bundled:minilm"))
 

@@ -23,8 +23,8 @@ import json
 import random
 from pathlib import Path
 
-from ecqg import config
-from ecqg.io import read_jsonl
+from ecqg.core import config
+from ecqg.core.io import read_jsonl
 from ecqg.qg.format import SEPARATOR
 
 PASSAGES, QUESTIONS, TRAIN, DEV = 400, 40, 200, 60
@@ -106,7 +106,7 @@ def write_models(bundle: Path, out: Path) -> dict[str, Path]:
     from transformers import (AutoTokenizer, BartConfig, BartForConditionalGeneration, BertConfig, BertModel,
                               RobertaConfig, RobertaForQuestionAnswering)
 
-    from ecqg.models import resolve_model
+    from ecqg.runtime.models import resolve_model
 
     texts = [r["text"] for _, r in itertools.islice(read_jsonl(bundle / "corpus.jsonl.gz"), 3000)]
     torch.manual_seed(0)

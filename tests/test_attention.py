@@ -10,9 +10,9 @@ import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
 from ecqg.analysis import attention as A
-from ecqg.models import resolve_model
+from ecqg.runtime.models import resolve_model
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
-from ecqg.text import Entity
+from ecqg.data.text import Entity
 
 matplotlib.use("Agg")
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from ecqg.errors import DataFormatError
-from ecqg.io import read_jsonl
+from ecqg.core.errors import DataFormatError
+from ecqg.core.io import read_jsonl
 from ecqg.retrieval.bm25 import META_FILE, BM25Searcher, build_bm25_index, index_doc_count
 
 FIXTURES = Path(__file__).parent / "fixtures" / "retrieval"

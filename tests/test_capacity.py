@@ -4,7 +4,7 @@ import faiss
 import numpy as np
 import pytest
 
-from ecqg import config
+from ecqg.core import config
 from ecqg.retrieval import capacity
 from ecqg.retrieval.faiss_index import build_index, save_index
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ecqg import cli
+from ecqg.core import cli
 
 PACKAGE = Path(__file__).resolve().parents[1] / "ecqg"
 SECTIONS = ("options:", "optional arguments:", "positional arguments:")   # argparse's headings (3.10+ / before)
@@ -46,7 +46,7 @@ ENTRY_POINTS = entry_points()
 
 def test_the_entry_points_are_found():
     # the two of issue 57 and a stage: if the search breaks, the parametrized test below must not pass on nothing
-    assert {"ecqg.report", "ecqg.doctor", "ecqg.stages.prepare", "ecqg.dag"} <= set(ENTRY_POINTS)
+    assert {"ecqg.report", "ecqg.tooling.doctor", "ecqg.stages.prepare", "ecqg.tooling.dag"} <= set(ENTRY_POINTS)
 
 
 def description_of(help_text: str) -> list[str]:

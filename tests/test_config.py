@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ecqg import config
-from ecqg.errors import ConfigError
+from ecqg.core import config
+from ecqg.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -28,7 +28,7 @@ def test_every_preset_is_valid():
 
 @pytest.mark.parametrize("profile", config.PROFILES)
 def test_every_preset_is_valid_as_make_profile_writes_it(tmp_path, presets, monkeypatch, profile):
-    """The file `make profile` writes passes `python -m ecqg.config check` (values read back by PyYAML, as DVC reads
+    """The file `make profile` writes passes `python -m ecqg.core.config check` (values read back by PyYAML, as DVC reads
     them: a float written ``2e-05`` would come back as a string), also before any input file exists; `make repro`'s
     next step (`inputs`) stops until they do."""
     import subprocess
@@ -39,7 +39,7 @@ def test_every_preset_is_valid_as_make_profile_writes_it(tmp_path, presets, monk
     assert yaml.safe_load(target.read_text()) == config.preset(profile, presets)
 
     def cli(command):
-        return subprocess.run([sys.executable, "-m", "ecqg.config", command], cwd=tmp_path, capture_output=True,
+        return subprocess.run([sys.executable, "-m", "ecqg.core.config", command], cwd=tmp_path, capture_output=True,
                               text=True)
 
     run = cli("check")                       # a fresh clone: valid values, no downloaded files yet
@@ -219,9 +219,9 @@ def test_make_repro_checks_params_before_dvc_runs():
     """A typo must stop `make repro` before DVC deletes any committed output of the stage it would run first."""
     recipe = (REPO / "Makefile").read_text().split("\nrepro:")[1].split("\n\n")[0]
     lines = [line.strip() for line in recipe.splitlines()[1:]]
-    assert lines.index("$(PY) -m ecqg.config check") < lines.index("dvc repro")
-    assert lines.index("$(PY) -m ecqg.config inputs") < lines.index("dvc repro")
-    untracked = next(i for i, line in enumerate(lines) if line.startswith("$(PY) -m ecqg.dag untracked"))
+    assert lines.index("$(PY) -m ecqg.core.config check") < lines.index("dvc repro")
+    assert lines.index("$(PY) -m ecqg.core.config inputs") < lines.index("dvc repro")
+    untracked = next(i for i, line in enumerate(lines) if line.startswith("$(PY) -m ecqg.tooling.dag untracked"))
     assert untracked < lines.index("dvc repro")       # and a stray file in a code folder before dvc.lock hashes it
 
 
@@ -231,7 +231,7 @@ def test_config_check_fails_on_a_typo_and_names_the_key(tmp_path):
 
     shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
     (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text().replace("  k1: 0.9", "  k_1: 0.9"))
-    run = subprocess.run([sys.executable, "-m", "ecqg.config", "check"], cwd=tmp_path, capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-m", "ecqg.core.config", "check"], cwd=tmp_path, capture_output=True, text=True)
     assert run.returncode == 2 and "unknown key 'bm25.k_1'" in run.stderr, run.stderr
 
 
@@ -306,11 +306,11 @@ def test_the_sampling_counts_must_reach_the_sets_with_the_margin():
 
 
 def test_the_paper_presets_render_settings_for_a_node(tmp_path, presets):
-    """Issue 58 item 1: what `make profile P=paper` writes (``python -m ecqg.config use paper``), read back as DVC
+    """Issue 58 item 1: what `make profile P=paper` writes (``python -m ecqg.core.config use paper``), read back as DVC
     reads it: one process per GPU (resolved at run time), the paper's global batches split over them, length
     grouping in passes of 128 (not mini's 16), GradCache only when the per-device batch would not fit, bf16 where
     the device has it (stage 03's reader and hardness encoder too)."""
-    from ecqg import parallel
+    from ecqg.runtime import parallel
     from ecqg.pipeline.dense import train_config
 
     for profile in ("paper", "paper_three"):
@@ -339,7 +339,8 @@ def test_processes_auto_is_the_gpus_at_run_time(monkeypatch):
     cpu`` or with one named GPU."""
     import torch
 
-    from ecqg import device, parallel
+    from ecqg.core import device
+    from ecqg.runtime import parallel
 
     monkeypatch.delenv(device.ENV_VAR, raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

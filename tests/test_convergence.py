@@ -100,9 +100,9 @@ def test_a_cut_run_decides_as_an_uninterrupted_one(tokenizer, tmp_path):
 def test_corpus_validation_finds_held_out_answers_and_keeps_the_curve_runs(tokenizer, tmp_path, monkeypatch):
     """The pipeline's validation: held-out questions retrieved over the corpus plus their own positives (answer
     hits), and the test sets' runs of each snapshot over the corpus alone."""
-    from ecqg.io import write_jsonl
+    from ecqg.core.io import write_jsonl
     from ecqg.pipeline.finetune_validation import corpus_validator, curve_step_dir
-    from ecqg.run_files import read_run
+    from ecqg.retrieval.run_files import read_run
 
     monkeypatch.chdir(tmp_path)
     corpus = [{"id": f"c{i}", "title": w, "text": f"The {w} is far away. Its water is very deep.", "source": "t"}
@@ -115,7 +115,7 @@ def test_corpus_validation_finds_held_out_answers_and_keeps_the_curve_runs(token
               "dpr": {"encode": {"batch_size": 4, "autocast": None}, "base_model": "bundled:minilm",
                       "passage_max_length": 64, "finetune": {"curve_probe_passages": 5}}}
     held = records(4)                                   # positives p0..p3: not in the corpus, added for validation
-    from ecqg import paths
+    from ecqg.core import paths
     from ecqg.pipeline.finetune_curve import curve_gaps
     from ecqg.pipeline.finetune_validation import CURVE_DIR
 

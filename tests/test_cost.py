@@ -1,13 +1,14 @@
-"""ecqg.cost: a stage's GPU-hours are a rate times a count, N GPUs divide the wall time of the work that splits, the
+"""ecqg.tooling.cost: a stage's GPU-hours are a rate times a count, N GPUs divide the wall time of the work that splits, the
 paper's three systems are a subset of the DAG, a missing rate file is named, and docs/paper_profile.md's table is
-what ``python -m ecqg.cost --profile paper --gpus 1 8`` prints (so it cannot go stale). No model is loaded."""
+what ``python -m ecqg.tooling.cost --profile paper --gpus 1 8`` prints (so it cannot go stale). No model is loaded."""
 
 import json
 import shutil
 
 import pytest
 
-from ecqg import cost, variants
+from ecqg.core import variants
+from ecqg.tooling import cost
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +100,7 @@ def test_an_uncosted_stage_is_an_error(model):
 
 def test_the_doc_table_is_generated(model):
     assert cost.doc_block() == cost.render(model, [1, 8]), (
-        "docs/paper_profile.md's cost table is stale: run python -m ecqg.cost --profile paper --gpus 1 8 --write-doc")
+        "docs/paper_profile.md's cost table is stale: run python -m ecqg.tooling.cost --profile paper --gpus 1 8 --write-doc")
 
 
 def test_write_doc_replaces_only_the_block(tmp_path):

@@ -20,7 +20,7 @@ from dvc.dependency.param import ParamsDependency  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
-from ecqg.variants import stage_name  # noqa: E402  (how stages are named; not which stages a param rebuilds)
+from ecqg.core.variants import stage_name  # noqa: E402  (how stages are named; not which stages a param rebuilds)
 
 PARAMS = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
 SEEDS = PARAMS["dpr"]["seeds"]           # matrix stage names
@@ -130,7 +130,7 @@ def test_every_listed_param_exists_in_its_params_file(graph):
 def _graph_for(tmp_path, params: dict):
     import subprocess
 
-    from ecqg import dag
+    from ecqg.tooling import dag
 
     (tmp_path / "dvc.yaml").write_text(dag.render(params), encoding="utf-8")      # as `make repro` writes it
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
@@ -187,8 +187,9 @@ def test_dpr_variants_selects_the_trained_variants_and_nothing_else_changes(tmp_
     """``dpr.variants: [baseline, uncon, mixed]`` (the paper's three systems; ``make profile P=paper_three``): no
     stage trains or searches with any other variant, no hybrid fuses one, and neither the pseudo-queries nor TempQG
     are made (nothing pre-trains on them); every other stage is the full DAG's."""
-    from ecqg import config, dag
-    from ecqg.dvc_stages import expanded_stages
+    from ecqg.core import config
+    from ecqg.tooling import dag
+    from ecqg.tooling.dvc_stages import expanded_stages
 
     params = yaml.safe_load((REPO / "params.yaml").read_text(encoding="utf-8"))
     params["dpr"]["variants"], params["hybrid"]["variants"] = ["baseline", "uncon", "mixed"], ["baseline", "mixed"]
@@ -215,7 +216,7 @@ def test_the_study_profile_trains_five_replicates_of_the_paper_s_three_and_the_d
     replicates each (a synthetic replicate pre-trains with its own seed), both sets pre-trained at every dose with
     every seed and searched right after, DPR and Mixed-DPR fused with BM25; none of Luo et al.'s systems, so no
     pseudo-query or TempQG set either."""
-    from ecqg import config
+    from ecqg.core import config
 
     graph, names = _graph_for(tmp_path, yaml.safe_load(config.render_profile("study", REPO / "params")))
     names = set(names)
@@ -236,7 +237,7 @@ def test_a_stray_file_in_a_code_folder_is_refused_and_what_git_ignores_is_not(tm
     import shutil
     import subprocess
 
-    from ecqg.dag import untracked_code_files
+    from ecqg.tooling.dag import untracked_code_files
 
     root = tmp_path / "repo"
     (root / "pkg").mkdir(parents=True)
@@ -256,7 +257,7 @@ def test_a_stray_file_in_a_code_folder_is_refused_and_what_git_ignores_is_not(tm
 
 def test_a_hand_edited_dvc_yaml_is_refused_or_kept_as_a_backup(tmp_path):
     """`dag write` (make repro, make profile) never overwrites a hand edit silently, as params.yaml is not."""
-    from ecqg import dag
+    from ecqg.tooling import dag
 
     shutil = pytest.importorskip("shutil")
     shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")

@@ -16,7 +16,7 @@ from ecqg.data.records import (
     read_test_questions,
     read_train_gold,
 )
-from ecqg.text import answer_regex_match, dpr_tokens, has_answer
+from ecqg.data.text import answer_regex_match, dpr_tokens, has_answer
 
 RAW = Path(__file__).parent / "fixtures" / "data" / "raw"
 

@@ -19,8 +19,8 @@ from ecqg.data.records import (
     read_train_gold,
     text_key,
 )
-from ecqg.errors import DataFormatError
-from ecqg.io import write_jsonl
+from ecqg.core.errors import DataFormatError
+from ecqg.core.io import write_jsonl
 
 FIX = Path(__file__).parent / "fixtures" / "data"
 RAW = FIX / "raw"

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
-from ecqg.models import resolve_model
+from ecqg.runtime.models import resolve_model
 from ecqg.retrieval import dense, faiss_index
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
 
@@ -221,7 +221,7 @@ def test_dense_retrieve_end_to_end(model, passages, tmp_path):
 
 def test_encode_shard_cli_splits_a_corpus_file_over_workers(model, passages, tmp_path):
     """The paper-profile path: a saved model, a corpus file, one CLI call per shard, then the merged shards."""
-    from ecqg.io import write_jsonl
+    from ecqg.core.io import write_jsonl
     from ecqg.retrieval.encode_shard import main
 
     model.save(tmp_path / "model")

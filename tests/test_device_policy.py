@@ -1,9 +1,9 @@
-"""The one device policy (``ecqg.device``): settings, autocast per device, and no model-running step bypassing it.
+"""The one device policy (``ecqg.core.device``): settings, autocast per device, and no model-running step bypassing it.
 
 How a bypass is caught on a machine without a GPU: ``place`` is wrapped so that it records every model it puts on
 the policy's device, and a global forward hook records every module that runs. A step passes only when each module
 that ran belongs to a model the policy placed, and sits on the device the policy named. A step that runs a model it
-never handed to the policy (``model(**batch)`` outside ``ecqg.models.inference``) fails here, as it would leave the
+never handed to the policy (``model(**batch)`` outside ``ecqg.runtime.models.inference``) fails here, as it would leave the
 model on the host of a GPU machine.
 """
 
@@ -15,8 +15,8 @@ import torch
 from transformers import AutoTokenizer, BartConfig, BartForConditionalGeneration, BertConfig, BertForQuestionAnswering
 from transformers import BertModel
 
-from ecqg import device
-from ecqg.models import resolve_model
+from ecqg.core import device
+from ecqg.runtime.models import resolve_model
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
 
 TOKENIZER = AutoTokenizer.from_pretrained(resolve_model("bundled:minilm"))
@@ -71,7 +71,8 @@ def policed(monkeypatch):
 
 def _steps():
     """Each model-running step of the pipeline on tiny random models: name -> callable."""
-    from ecqg import probes, qg
+    from ecqg import qg
+    from ecqg.retrieval import probes
     from ecqg.analysis import attention, poly_codes
     from ecqg.filtering import reader
     from ecqg.retrieval import dense
@@ -177,7 +178,7 @@ def test_autocast_is_chosen_per_device(monkeypatch, native, device_type, expecte
 
 
 def test_inference_runs_under_the_autocast_it_resolved(monkeypatch):
-    from ecqg.models import inference
+    from ecqg.runtime.models import inference
 
     model = torch.nn.Linear(2, 2)
     for native, enabled in ((True, True), (False, False)):

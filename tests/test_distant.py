@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from ecqg.errors import DataFormatError
-from ecqg.io import read_jsonl
+from ecqg.core.errors import DataFormatError
+from ecqg.core.io import read_jsonl
 from ecqg.retrieval.bm25 import BM25Searcher, build_bm25_index
 from ecqg.retrieval.distant import bm25_distant_supervision, distant_supervision
-from ecqg.text import has_answer
+from ecqg.data.text import has_answer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "retrieval"
 PASSAGES = [r for _, r in read_jsonl(FIXTURES / "passages.jsonl")]

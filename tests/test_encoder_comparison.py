@@ -11,7 +11,7 @@ from transformers import BertConfig, BertModel
 
 from ecqg.analysis import encoder_comparison as ec
 from ecqg.analysis import plots, seed_plots
-from ecqg.errors import DataFormatError
+from ecqg.core.errors import DataFormatError
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
 
 matplotlib.use("Agg")

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ecqg import env
+from ecqg.core import env
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,7 @@ def test_a_jupyter_kernel_below_the_root_moves_to_the_root(tmp_path, monkeypatch
 def test_answer_matching_needs_no_java_and_bm25_says_plainly_that_it_does():
     """DPR answer matching (pyserini's pure-Python DrQA code) runs where Java is absent, e.g. a GPU node that only
     samples or encodes; BM25 names what to install instead of failing with 'Unable to find javac'."""
-    code = ("import ecqg.text as t; assert t.has_answer('The Eiffel Tower is in Paris.', ['paris']); "
+    code = ("import ecqg.data.text as t; assert t.has_answer('The Eiffel Tower is in Paris.', ['paris']); "
             "from ecqg.retrieval import bm25; bm25.index_doc_count('nowhere')")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={"PATH": "/nonexistent", "HOME": os.environ.get("HOME", "/tmp")}, cwd=REPO)

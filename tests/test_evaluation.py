@@ -1,4 +1,4 @@
-"""Tests for ecqg.evaluation: DPR has_answer hits, top-k accuracy, bootstrap, TREC run files.
+"""Tests for ecqg.retrieval.evaluation: DPR has_answer hits, top-k accuracy, bootstrap, TREC run files.
 
 Expected values are known by hand (accent folding, tokenisation, toy accuracy table) or come from pyserini's own
 ``has_answers`` / ``TrecRun``, so these tests fail if the fast paths drift from DPR's semantics.
@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 import ecqg  # noqa: F401  (sets OPENAI_API_KEY before pyserini is imported)
-from ecqg.errors import DataFormatError
+from ecqg.core.errors import DataFormatError
 from ecqg.analysis.stats import bootstrap_ci
 from ecqg.analysis.tables import accuracy_table, evaluate_run, paired_bootstrap, paired_table, table_records
-from ecqg.evaluation import HitCache, hit_matrix, hits_at_k, passage_texts, subset_masks
-from ecqg.run_files import RunError, read_trec_run, write_trec_run
-from ecqg.text import dpr_tokens
+from ecqg.retrieval.evaluation import HitCache, hit_matrix, hits_at_k, passage_texts, subset_masks
+from ecqg.retrieval.run_files import RunError, read_trec_run, write_trec_run
+from ecqg.data.text import dpr_tokens
 from pyserini.eval.evaluate_dpr_retrieval import SimpleTokenizer, has_answers
 
 NFC_RONTGEN = unicodedata.normalize("NFC", "Röntgen")
@@ -68,7 +68,7 @@ def _reference(text, answers, regex=False):
 
 
 def _drqa_tokens(text):
-    """DrQA's own tokenizer, through pyserini: what ecqg.text.dpr_tokens must reproduce."""
+    """DrQA's own tokenizer, through pyserini: what ecqg.data.text.dpr_tokens must reproduce."""
     return SimpleTokenizer().tokenize(unicodedata.normalize("NFD", text)).words(uncased=True)
 
 
@@ -131,7 +131,7 @@ def test_regex_mode_matches_curated_trec_patterns_like_dpr():
 
 def test_empty_answers_never_match_and_are_reported(caplog):
     texts = ["Paris is nice", "anything"]
-    with caplog.at_level(logging.WARNING, logger="ecqg.evaluation"):
+    with caplog.at_level(logging.WARNING, logger="ecqg.retrieval.evaluation"):
         assert not _one_question_run(texts, []).any()
         assert not _one_question_run(texts, ["", " "]).any()
         assert not _one_question_run(texts, ["", "  "], answer_type="regex").any()  # "" would match anything
@@ -351,7 +351,7 @@ def test_read_trec_run_accepts_lines_out_of_order(tmp_path):
 
 
 def test_empty_rankings_survive_the_run_files(tmp_path):
-    from ecqg.run_files import empty_rankings_file, read_run, write_run
+    from ecqg.retrieval.run_files import empty_rankings_file, read_run, write_run
 
     path = tmp_path / "runs" / "nq.trec"
     run = {"q1": [("p1", 2.0), ("p2", 1.0)], "q2": []}

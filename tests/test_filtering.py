@@ -10,7 +10,7 @@ from transformers import BertConfig, BertForQuestionAnswering, BertModel
 
 from ecqg import filtering as F
 from ecqg.filtering import reader
-from ecqg.errors import DataFormatError
+from ecqg.core.errors import DataFormatError
 from ecqg.retrieval import dense, faiss_index
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
 

@@ -5,8 +5,8 @@ import random
 import pytest
 
 import ecqg  # noqa: F401  (sets OPENAI_API_KEY before pyserini is imported)
-from ecqg import fusion
-from ecqg.run_files import write_trec_run
+from ecqg.retrieval import fusion
+from ecqg.retrieval.run_files import write_trec_run
 from pyserini.fusion import reciprocal_rank_fusion as pyserini_rrf
 from pyserini.trectools import AggregationMethod, RescoreMethod, TrecRun
 
@@ -69,9 +69,9 @@ def test_a_passage_missing_from_one_run_scores_zero_there():
 
 def test_hybrid_stage_fuses_bm25_with_each_seed_and_names_its_runs(tmp_path, monkeypatch):
     """The pipeline's hybrid: both fusions of BM25 with one trained dense run, every test set, cut to the run depth."""
-    from ecqg import paths
+    from ecqg.core import paths
     from ecqg.pipeline import hybrid
-    from ecqg.run_files import read_run, write_run
+    from ecqg.retrieval.run_files import read_run, write_run
 
     monkeypatch.setattr(paths, "RUNS", tmp_path / "runs")
     params = {"data": {"test_sets": {"nq": "x", "wq": "y"}}, "retrieval": {"depth": 8},

@@ -11,7 +11,8 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from ecqg import config, qg
+from ecqg import qg
+from ecqg.core import config
 from ecqg.qg.generators import BUILTIN, REGISTRY, Generator, encoder_architectures, register
 
 
@@ -120,7 +121,7 @@ def test_the_registry_finds_it_and_the_pipeline_trains_samples_saves_and_loads_i
 def test_params_name_exactly_the_architectures_built_from_an_encoder():
     """params validation (which must not import torch) lists qg.architecture's values itself: they must be the
     registry's."""
-    from ecqg.config import RULES
+    from ecqg.core.config import RULES
 
     check = RULES["qg.architecture"][1]
     assert all(check(name) for name in encoder_architectures()) and not check("seq2seq") and not check("gpt")
@@ -130,7 +131,7 @@ def test_params_name_exactly_the_architectures_built_from_an_encoder():
 
 def test_two_architectures_claiming_one_model_is_an_error():
     """The registry must never pick between two claimants by import order."""
-    from ecqg.registry import Registry
+    from ecqg.core.registry import Registry
 
     registry = Registry("toy architecture", {})
     for kind in ("first", "second"):

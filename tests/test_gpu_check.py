@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import gpu_check  # noqa: E402
 
-from ecqg import device  # noqa: E402
+from ecqg.core import device  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = gpu_check.paper_profile({})

@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertForSequenceClassification
 
-from ecqg.hf_training import complete_checkpoints, train_with_checkpoints, training_arguments
+from ecqg.runtime.hf_training import complete_checkpoints, train_with_checkpoints, training_arguments
 
 SETTINGS = dict(lr=1e-3, epochs=2, batch_size=8, warmup_ratio=0.1, weight_decay=0.0, max_steps=None,
                 checkpoint_every=3, mixed_precision="no")
@@ -26,7 +26,7 @@ def _model():
 
 
 def test_trains_checkpoints_and_resumes(tmp_path, caplog):
-    caplog.set_level("INFO", logger="ecqg.hf_training")
+    caplog.set_level("INFO", logger="ecqg.runtime.hf_training")
     first = train_with_checkpoints(_model(), _Toy(), tmp_path, SETTINGS, seed=1, progress=False)
     assert any(r.getMessage().startswith("step 3/10: loss ") for r in caplog.records), "no step lines logged"
     assert first["steps"] == 10 and first["resumed_from"] is None
@@ -62,7 +62,7 @@ def test_mixed_precision_setting(tmp_path):
 def test_auto_precision_follows_the_hardware(monkeypatch, tmp_path):
     """``auto`` is bf16 only where bf16 is native: emulated bf16 is several times slower than float32 (inference
     autocast per device: tests/test_device_policy.py)."""
-    from ecqg import hf_training
+    from ecqg.runtime import hf_training
 
     for native, precision in ((True, "bf16"), (False, "no")):
         monkeypatch.setattr(hf_training, "native_bf16", lambda native=native: native)

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ecqg import config
+from ecqg.core import config
 from ecqg.data import wiki
 from ecqg.data.records import read_corpus
-from ecqg.errors import ConfigError
-from ecqg.io import read_jsonl, read_tsv_rows
+from ecqg.core.errors import ConfigError
+from ecqg.core.io import read_jsonl, read_tsv_rows
 from ecqg.stages import prepare
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -1,6 +1,6 @@
 """File helpers: a directory is emptied without ever exposing a half-deleted child."""
 
-from ecqg.io import empty_directory
+from ecqg.core.io import empty_directory
 
 
 def test_empty_directory_keeps_the_directory_and_nothing_else(tmp_path):
@@ -22,8 +22,8 @@ def test_truncated_gzip_and_bad_bytes_name_the_file_and_line(tmp_path):
 
     import pytest
 
-    from ecqg.errors import DataFormatError
-    from ecqg.io import read_json, read_jsonl
+    from ecqg.core.errors import DataFormatError
+    from ecqg.core.io import read_json, read_jsonl
 
     good = "".join(f'{{"id": {i}, "text": "{"x" * 50}"}}\n' for i in range(2000)).encode()
     truncated = tmp_path / "cut.jsonl.gz"
@@ -41,13 +41,13 @@ def test_truncated_gzip_and_bad_bytes_name_the_file_and_line(tmp_path):
 
 
 def test_record_numbers_are_one_based_like_line_numbers():
-    from ecqg.errors import DataFormatError
+    from ecqg.core.errors import DataFormatError
 
     assert str(DataFormatError("f.json", 0, "id", "missing")) == "f.json, record 1, field 'id': missing"
 
 
 def test_atomic_path_removes_what_a_killed_writer_left(tmp_path):
-    from ecqg.io import atomic_path, write_text
+    from ecqg.core.io import atomic_path, write_text
 
     stale = tmp_path / ".06.ipynb.abc123.tmp"
     stale.mkdir()
@@ -69,7 +69,7 @@ def test_a_model_copy_cut_short_leaves_no_model_directory(tmp_path, monkeypatch)
 
     import pytest
 
-    from ecqg import io
+    from ecqg.core import io
 
     source = tmp_path / "run" / "model"
     (source / "query_encoder").mkdir(parents=True)

@@ -1,6 +1,7 @@
-"""The package is layered: entry points (stages, notebook runner, report) -> the pipeline layer -> the library ->
-its foundation, with no import going up a layer and no import cycle anywhere in ``ecqg`` (function-level imports
-included). docs/design.md, "Code layout", describes the same layers."""
+"""The package shows its architecture and is layered: the root holds the rooms, not loose modules; the core imports
+only the core; entry points (stages, the repository's machinery, report) -> the pipeline layer -> the research rooms
+and the runtime -> the core, with no import going up a layer, no import cycle anywhere in ``ecqg`` (function-level
+imports included) and none between rooms. docs/design.md, "Code layout", describes the same layers."""
 
 from __future__ import annotations
 
@@ -10,19 +11,22 @@ from pathlib import Path
 import networkx as nx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ecqg.code_deps import REPO, closure  # noqa: E402
-from ecqg.code_deps import imports as _imports  # noqa: E402
-from ecqg.code_deps import module_file as _module_file  # noqa: E402
+from ecqg.tooling.code_deps import REPO, closure  # noqa: E402
+from ecqg.tooling.code_deps import imports as _imports  # noqa: E402
+from ecqg.tooling.code_deps import module_file as _module_file  # noqa: E402
 
-ENTRY = ("ecqg.stages", "ecqg.notebook", "ecqg.report")
+ENTRY = ("ecqg.stages", "ecqg.tooling", "ecqg.report")
 PIPELINE = ("ecqg.pipeline",)
-# What every module may import and what imports nothing above itself: paths and files, errors, process set-up, the
-# device policy, params (and the names params may give: the variant table among them). No model, torch-heavy or data
-# code.
-FOUNDATION = ("ecqg", "ecqg.paths", "ecqg.io", "ecqg.errors", "ecqg.env", "ecqg.logs", "ecqg.cli", "ecqg.device",
-              "ecqg.config", "ecqg.retrieval", "ecqg.retrieval.choices", "ecqg.retrieval.train_config",
-              "ecqg.variants", "ecqg.schemes")
+# The core: what every module may import and what imports nothing outside itself: paths and files, errors, process
+# set-up, the device policy, params (and the names params may give: the variant table, the retrieval choices, the
+# training settings among them). No model, torch-heavy or data code.
+CORE = "ecqg.core"
 MAX_LINES = 400
+ROOT_MODULES_MAX = 8
+
+
+def in_core(module: str) -> bool:
+    return module in ("ecqg", CORE) or module.startswith(CORE + ".")
 
 
 def _modules() -> list[str]:
@@ -56,9 +60,31 @@ def test_no_import_goes_up_a_layer():
     assert not upward, "imports going up a layer (library -> pipeline -> entry points):\n" + "\n".join(upward)
 
 
-def test_the_foundation_imports_only_the_foundation():
-    outside = [f"{a} -> {b}" for a, b in import_graph().edges if a in FOUNDATION and b not in FOUNDATION]
-    assert not outside, "foundation modules importing the library above them:\n" + "\n".join(outside)
+def test_the_core_imports_only_the_core():
+    outside = [f"{a} -> {b}" for a, b in import_graph().edges if in_core(a) and not in_core(b)]
+    assert not outside, "core modules importing outside the core:\n" + "\n".join(outside)
+
+
+def room(module: str) -> str:
+    """The room a module lives in: ``ecqg.retrieval.bm25`` -> ``ecqg.retrieval``."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_the_root_holds_rooms_not_modules():
+    loose = sorted(p.name for p in (REPO / "ecqg").glob("*.py"))
+    assert len(loose) <= ROOT_MODULES_MAX, f"ecqg/ holds {len(loose)} modules: {loose}; put them in their rooms"
+    for package in sorted(p.parent for p in (REPO / "ecqg").glob("*/__init__.py")):
+        assert (package / "__init__.py").read_text(encoding="utf-8").lstrip().startswith('"""'), \
+            f"{package.relative_to(REPO)}: a room says in its docstring what it holds"
+
+
+def test_no_loop_between_rooms():
+    rooms = nx.DiGraph()
+    for a, b in import_graph().edges:
+        if room(a) != room(b) and not in_core(room(b)) and room(a) != "ecqg":
+            rooms.add_edge(room(a), room(b))
+    loops = list(nx.simple_cycles(rooms))
+    assert not loops, f"rooms importing each other in a loop: {loops}"
 
 
 def test_no_import_cycle():
@@ -84,7 +110,7 @@ def test_modules_stay_the_size_of_one_idea():
 # library below. And no stage but the analysis stages (01, 06, 07, report) may reach it through its imports: a stage
 # depends on every module it imports, so otherwise an edit to a statistic would rerun a training.
 ANALYSIS = "ecqg.analysis"
-MAY_IMPORT_ANALYSIS = (ANALYSIS, "ecqg.pipeline", "ecqg.report", "ecqg.stages", "ecqg.notebook")
+MAY_IMPORT_ANALYSIS = (ANALYSIS, "ecqg.pipeline", "ecqg.report", "ecqg.stages", "ecqg.tooling.notebook")
 ANALYSIS_STAGES = ("attention_bias", "results", "mechanism", "report")
 
 
@@ -97,7 +123,7 @@ def test_the_library_does_not_import_the_analysis_room():
 def test_no_stage_but_the_analysis_stages_depends_on_analysis_code():
     from test_pipeline import _expanded_stages
 
-    from ecqg.code_deps import command_roots
+    from ecqg.tooling.code_deps import command_roots
 
     reached = {}
     for name, stage in _expanded_stages():

@@ -8,14 +8,14 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
-from ecqg import probes
+from ecqg.retrieval import probes
 from ecqg.analysis import mechanism, tables
 from ecqg.pipeline import mechanism as mp
-from ecqg.errors import DataFormatError
-from ecqg.models import resolve_model
+from ecqg.core.errors import DataFormatError
+from ecqg.runtime.models import resolve_model
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
 from ecqg.retrieval.dense import encode_passages, encode_queries
-from ecqg.text import Analysis, Entity, has_answer
+from ecqg.data.text import Analysis, Entity, has_answer
 
 
 # ============================================================================================== answer location

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from ecqg import mixing as M
+from ecqg.filtering import mixing as M
 from ecqg.data.dpr import read_dpr_retriever_json
-from ecqg.errors import DataFormatError
-from ecqg.io import read_jsonl, write_jsonl
+from ecqg.core.errors import DataFormatError
+from ecqg.core.io import read_jsonl, write_jsonl
 from ecqg.retrieval.bm25 import BM25Searcher, build_bm25_index
-from ecqg.text import has_answer
+from ecqg.data.text import has_answer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "retrieval"
 PASSAGES = [r for _, r in read_jsonl(FIXTURES / "passages.jsonl")]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ecqg.models import BUNDLED_ENCODER, bundled_encoder_path, resolve_model
+from ecqg.runtime.models import BUNDLED_ENCODER, bundled_encoder_path, resolve_model
 from ecqg.retrieval.biencoder import BiEncoder
 
 

@@ -1,5 +1,5 @@
 """The heavy inference steps split over two torchrun processes (gloo on CPU) give what one process gives, bit for
-bit: corpus encoding, question sampling and the reader (ecqg/parallel.py)."""
+bit: corpus encoding, question sampling and the reader (ecqg/runtime/parallel.py)."""
 
 import json
 from pathlib import Path
@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertForQuestionAnswering, BertModel
 
-from ecqg import parallel
+from ecqg.runtime import parallel
 from ecqg.retrieval import dense
 from ecqg.retrieval.tokenized_corpus import tokenize_corpus
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
@@ -166,10 +166,10 @@ def test_two_processes_run_a_training_stage_as_one(tokenizer, workdir):
     order drift by ~1e-5 over five steps on AVX-512 CPUs) and the same weights. The model is dropout-free: with dropout each process draws its own masks, so two
     processes train an equally good but not the same model. Weights: all but 1 in 10,000 elements to 1e-5, every one
     within one Adam step (lr)."""
-    from ecqg import config
+    from ecqg.core import config
     from ecqg.data.dpr import write_dpr_retriever_json
     from ecqg.pipeline import dense as stage
-    from ecqg.variants import SETS
+    from ecqg.core.variants import SETS
 
     base = workdir / "tiny-bert"
     cfg = BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64,

@@ -1,4 +1,4 @@
-"""The DVC pipeline: dvc.yaml agrees with ecqg/paths.py and params, and the smoke profile's DAG runs end to end."""
+"""The DVC pipeline: dvc.yaml agrees with ecqg/core/paths.py and params, and the smoke profile's DAG runs end to end."""
 
 import ast
 import json
@@ -12,8 +12,9 @@ import nbformat
 import pytest
 import yaml
 
-from ecqg import config, dvc_stages, paths
-from ecqg.config import RULES
+from ecqg.core import config, paths
+from ecqg.tooling import dvc_stages
+from ecqg.core.config import RULES
 
 REPO = Path(__file__).resolve().parents[1]
 DVC_YAML = yaml.safe_load((REPO / "dvc.yaml").read_text())
@@ -40,7 +41,7 @@ def test_every_output_path_is_one_of_ecqg_paths():
             if out.startswith(plots + "/"):   # plot data: committed like the metrics, never in the DVC cache
                 assert isinstance(entry, dict) and entry[out] == {"cache": False}, f"{name}: {out} must be cache: false"
                 continue
-            assert any(out == k or out.startswith(k + "/") for k in known), f"{name}: {out} not in ecqg/paths.py"
+            assert any(out == k or out.startswith(k + "/") for k in known), f"{name}: {out} not in ecqg/core/paths.py"
         for metric in _declared_paths(stage, "metrics"):
             # one folder per profile, so another profile's run never overwrites these committed files
             assert metric.startswith(f"{paths.RESULTS}/{PARAMS['profile']}/"), f"{name}: {metric} outside results/"
@@ -76,7 +77,7 @@ def test_stage_commands_name_real_modules():
         module = stage["cmd"].split()[2]
         base = REPO / module.replace(".", "/")
         assert base.with_suffix(".py").is_file() or (base / "__main__.py").is_file(), f"{name}: {module} not found"
-        if module == "ecqg.notebook":
+        if module == "ecqg.tooling.notebook":
             notebook = stage["cmd"].split()[3]
             assert (REPO / "notebooks" / f"{notebook}.ipynb").is_file()
             assert f"notebooks/{notebook}.ipynb" in stage["deps"], f"{name}: notebook is not a dependency"
@@ -129,7 +130,7 @@ def _use_profile(repo: Path, profile: str | None = None, params: dict | None = N
     """params.yaml from a preset (or ``params``) in ``repo``, and dvc.yaml written for its ``dpr.variants``, as
     ``make profile`` does. The committed dvc.lock (mini's run) is removed: this profile's run writes its own, and
     DVC re-reads and rewrites the whole lock after every stage (~8 s a stage for mini's 530 KB on 2 cores)."""
-    from ecqg import dag
+    from ecqg.tooling import dag
 
     (repo / "dvc.lock").unlink(missing_ok=True)
 

@@ -1,5 +1,5 @@
 """DVC's plots draw every system (issue 57, item 4): ``dvc plots show`` on the committed plot data, with the
-dvc.yaml `python -m ecqg.dag write` writes for the profile, warns of nothing and renders a line for every system
+dvc.yaml `python -m ecqg.tooling.dag write` writes for the profile, warns of nothing and renders a line for every system
 column of the Top-k and answer-position files (the answer-position plot named a column the file lacks, and the Top-k
 plot named none, so DVC drew only a file's last column)."""
 
@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ecqg import config, dag
+from ecqg.core import config
+from ecqg.tooling import dag
 from ecqg.pipeline import results
 
 REPO = Path(__file__).resolve().parents[1]

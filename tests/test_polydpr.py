@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
-from ecqg.models import resolve_model
+from ecqg.runtime.models import resolve_model
 from ecqg.retrieval import dense, faiss_index
 from ecqg.retrieval.polydpr import PolyConfig, PolyDPR
 from ecqg.retrieval.retriever import build_retriever, load_retriever

@@ -7,7 +7,7 @@ import torch
 
 from ecqg.qg import prefix_lm as P
 from ecqg import qg
-from ecqg.models import BUNDLED_ENCODER
+from ecqg.runtime.models import BUNDLED_ENCODER
 
 NORMANS = ("The Normans were the people who in the 10th and 11th centuries gave their name to Normandy, a region in "
            "France.")
@@ -17,7 +17,7 @@ NORMANS = ("The Normans were the people who in the 10th and 11th centuries gave 
 def tiny():
     from transformers import AutoTokenizer, BertConfig
 
-    from ecqg.models import resolve_model
+    from ecqg.runtime.models import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(BUNDLED_ENCODER))
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

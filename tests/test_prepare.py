@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ecqg import config
+from ecqg.core import config
 from ecqg.data.records import read_corpus
-from ecqg.io import read_jsonl
+from ecqg.core.io import read_jsonl
 from ecqg.stages import prepare
 
 REPO = Path(__file__).resolve().parents[1]

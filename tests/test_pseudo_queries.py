@@ -2,8 +2,8 @@
 
 import pytest
 
-from ecqg import pseudo_queries as pq
-from ecqg.errors import DataFormatError
+from ecqg.retrieval import pseudo_queries as pq
+from ecqg.core.errors import DataFormatError
 
 PASSAGES = {
     "a": {"title": "Danube", "text": "The Danube flows through Vienna. Barges carry grain downstream past Budapest."},
@@ -104,19 +104,19 @@ def test_the_m_sweep_searches_every_entry_of_a_small_pool_and_a_seeded_sample_of
 
 
 def test_rsm_sentences_split_over_processes_are_the_one_process_sentences(monkeypatch):
-    import ecqg.text
-    from ecqg import config
+    import ecqg.data.text
+    from ecqg.core import config
     from ecqg.pipeline import pseudo
 
     ids = ["a", "b", "c", "a"]
     one = pseudo.sentence_texts(PASSAGES, ids)
     monkeypatch.setattr(pseudo, "SPACY_TEXTS_PER_PROCESS", 1)         # 3 distinct passages: 2 workers on 2 cores
     monkeypatch.setattr(config, "host_cores", lambda: 2)
-    real, processes = ecqg.text.analyze, []
+    real, processes = ecqg.data.text.analyze, []
 
     def counted(texts, **kwargs):
         processes.append(kwargs["n_process"])
         return real(texts, **kwargs)
 
-    monkeypatch.setattr(ecqg.text, "analyze", counted)
+    monkeypatch.setattr(ecqg.data.text, "analyze", counted)
     assert pseudo.sentence_texts(PASSAGES, ids) == one and processes == [2]

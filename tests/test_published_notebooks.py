@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ecqg.notebook import published
+from ecqg.tooling.notebook import published
 
 REPO = Path(__file__).resolve().parents[1]
 BUDGET = 10 * 2 ** 20          # committed executed notebooks, all profiles together

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from ecqg import qg
-from ecqg.models import BUNDLED_ENCODER
+from ecqg.runtime.models import BUNDLED_ENCODER
 
 SUPER_BOWL = ("Super Bowl 50 was an American football game to determine the champion of the National Football "
               "League (NFL) for the 2015 season. The American Football Conference (AFC) champion Denver Broncos "
@@ -55,8 +55,8 @@ def test_con_examples_skip_triples_without_entity_and_uncon_keeps_all():
 def test_a_toy_conditioning_scheme_is_one_registration(monkeypatch):
     """A scheme conditioned on an entity but not marking it: one ``Scheme``; the input builder and the record
     checks read its entry, nothing compares names."""
-    from ecqg import schemes
-    from ecqg.errors import DataFormatError
+    from ecqg.core import schemes
+    from ecqg.core.errors import DataFormatError
     from ecqg.filtering.generated import validate_generated
 
     monkeypatch.setattr(schemes, "SCHEMES", dict(schemes.SCHEMES))
@@ -147,7 +147,7 @@ def tiny():
     import torch
     from transformers import AutoTokenizer, BertConfig, EncoderDecoderConfig, EncoderDecoderModel
 
-    from ecqg.models import resolve_model
+    from ecqg.runtime.models import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(BUNDLED_ENCODER))
     small = dict(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
@@ -230,7 +230,7 @@ def test_generation_schema_determinism_and_drops(tiny, monkeypatch):
 def test_a_cut_sampling_run_resumes_from_its_journal_with_the_uncut_records(tiny, tmp_path, monkeypatch):
     """A killed run leaves whole batches and a half-written line in its journal; the rerun takes the whole batches,
     samples only the rest, and returns what the uncut run returned (records, order, drop counts)."""
-    from ecqg.errors import DataFormatError
+    from ecqg.core.errors import DataFormatError
     from ecqg.qg.sampling import read_journal
 
     model, tokenizer = tiny
@@ -269,7 +269,7 @@ def test_a_cut_sampling_run_resumes_from_its_journal_with_the_uncut_records(tiny
 def test_the_stage_journal_is_named_by_the_weights_and_dropped_with_the_checkpoints(tiny, tmp_path, monkeypatch):
     import torch
 
-    from ecqg import paths
+    from ecqg.core import paths
     from ecqg.pipeline import question_generation
 
     model, tokenizer = tiny
@@ -312,7 +312,7 @@ def test_a_bart_with_its_shipped_generation_config_samples(monkeypatch):
     search, no-repeat n-grams) samples with top-k / top-p, one sequence per sample, reproducibly."""
     from transformers import AutoTokenizer
 
-    from ecqg.models import resolve_model
+    from ecqg.runtime.models import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(BUNDLED_ENCODER))
     model = tiny_bart(tokenizer)
@@ -420,7 +420,7 @@ def test_a_finished_generator_survives_the_removal_of_the_stage_outputs(tmp_path
 
     import torch
 
-    from ecqg import config, paths
+    from ecqg.core import config, paths
     from ecqg.pipeline import question_generation
 
     params = config.load(config.write_profile("smoke", tmp_path / "params.yaml", Path("params").resolve()))

@@ -255,7 +255,7 @@ def test_compare_two_profiles(metrics, capsys):
 @pytest.mark.parametrize("args", [["--profile", "nosuch"], ["--profile", "nosuch", "--check"],
                                   ["--compare", "mini", "nosuch"]])
 def test_an_unknown_profile_is_said_and_the_profiles_listed(args, capsys, tmp_path, monkeypatch):
-    from ecqg import config
+    from ecqg.core import config
 
     monkeypatch.chdir(tmp_path)      # nothing to find here either way: the name alone is wrong
     with pytest.raises(SystemExit) as exit_:
@@ -292,7 +292,8 @@ def test_wall_times_list_only_the_stages_the_current_pipeline_declares(metrics):
 
 
 def test_declared_metric_files_follow_params(tmp_path):
-    from ecqg import config, dvc_stages
+    from ecqg.core import config
+    from ecqg.tooling import dvc_stages
 
     repo = report.Path(__file__).resolve().parents[1]
     params = config.preset("mini", repo / "params")
@@ -455,7 +456,7 @@ def _committed_claims(profile: str) -> tuple[dict, dict, str]:
     from pathlib import Path
 
     from ecqg.report.claim import claim_rows
-    from ecqg.report.format import load_metrics
+    from ecqg.report.markdown import load_metrics
 
     root = Path(__file__).resolve().parents[1]
     folder = root / "results" / profile

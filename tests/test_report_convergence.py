@@ -10,7 +10,7 @@ from ecqg import report
 from ecqg.analysis import tables
 from ecqg.pipeline import finetune_curve
 from ecqg.pipeline import mechanism as mp
-from ecqg.report.convergence import render_curve, render_mechanism_curve, render_training_runs, training_runs
+from ecqg.report.fine_tuning import render_curve, render_mechanism_curve, render_training_runs, training_runs
 
 N, DEPTH, STEPS = 60, 20, (25, 180, 360)
 

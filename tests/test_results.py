@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ecqg import variants
+from ecqg.core import variants
 from ecqg.pipeline import results
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,7 +23,7 @@ def test_curve_of_a_seed_stack_is_the_mean_of_its_seeds_curves():
 
 def test_a_profile_without_etm_rsm_drops_only_their_rows():
     """``dpr.variants`` decides which rows 06 / 07 score (the study trains no ETM / RSM); nothing else goes."""
-    from ecqg import config
+    from ecqg.core import config
 
     params = config.preset("mini", REPO / "params")
     rows = results.table3_systems(params)
@@ -38,7 +38,7 @@ def test_a_profile_without_etm_rsm_drops_only_their_rows():
 
 
 def test_a_missing_pretrained_model_names_the_stage_that_makes_it():
-    from ecqg import variants
+    from ecqg.core import variants
 
     assert variants.pretrain_stage("mixed", 2022) == "pretrain_mixed@2022"
     assert variants.pretrain_stage("rsm", 2023) == "pretrain_pseudo@rsm-2023"
@@ -52,7 +52,7 @@ def test_the_papers_systems_train_with_every_seed_and_the_related_ones_with_rela
     """``dpr.related_seeds``: Table 3's runs per row follow each variant's seeds, and a training run's checkpoint
     identity leaves both seed lists out (adding a seed must not orphan another run's checkpoints). The first
     study's lists: three seeds, one for the related system's retrievers."""
-    from ecqg import config
+    from ecqg.core import config
     from ecqg.pipeline import dense, hybrid
 
     study = config.preset("study", REPO / "params")
@@ -72,7 +72,7 @@ def test_the_papers_systems_train_with_every_seed_and_the_related_ones_with_rela
 
 def test_07_scores_table3s_rows_and_probes_its_dense_ones_with_every_seed():
     """07's systems are Table 3's (no list of its own); the moved-sentence probe loads each dense row's seed runs."""
-    from ecqg import config
+    from ecqg.core import config
     from ecqg.pipeline import hybrid
     from ecqg.pipeline import mechanism as mp
 

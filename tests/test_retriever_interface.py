@@ -12,7 +12,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
-from ecqg.models import resolve_model
+from ecqg.runtime.models import resolve_model
 from ecqg.retrieval import dense, faiss_index
 from ecqg.retrieval.retriever import (CONFIG_FILE, REGISTRY, Retriever, build_retriever, load_retriever, register,
                                       retriever_class)

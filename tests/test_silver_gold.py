@@ -2,7 +2,7 @@
 
 import pytest
 
-from ecqg.silver_gold import SOURCE, with_silver_gold
+from ecqg.retrieval.silver_gold import SOURCE, with_silver_gold
 
 CORPUS = [{"id": "1", "title": "A", "text": "Paris is the capital of France."},
           {"id": "2", "title": "B", "text": "Berlin is the capital of Germany."},

@@ -58,7 +58,7 @@ def test_hashes_are_dvcs_and_the_list_follows_edits_of_code_folders_and_params(t
 
 
 def test_a_stage_that_left_the_dag_is_listed_and_pruned(tmp_path):
-    from ecqg.dag import prune_lock
+    from ecqg.tooling.dag import prune_lock
 
     root = _pipeline(tmp_path)
     lock = yaml.safe_load((root / "dvc.lock").read_text())

@@ -37,7 +37,7 @@ def test_select_jobs_adds_the_pretrainings_and_refuses_unknown_names():
 
 
 def test_no_curve_turns_off_the_curve_runs_and_nothing_that_trains(tmp_path):
-    from ecqg import config
+    from ecqg.core import config
     from ecqg.pipeline.dense import train_config
 
     assert config.preset("study")["dpr"]["finetune"]["curve_runs"] is True
@@ -232,9 +232,9 @@ def test_the_dose_curve_pre_trains_every_seed_and_is_compared_dose_by_dose():
 
 def test_the_sweep_rebuilds_stage_04s_dose_sets(tmp_path):
     """The pack carries the full sets; the dose sets are cut from them with stage 04's own function."""
-    from ecqg import mixing
+    from ecqg.filtering import mixing
     from ecqg.data.dpr import read_dpr_retriever_json
-    from ecqg.variants import SETS, dose_set
+    from ecqg.core.variants import SETS, dose_set
 
     def example(i, generator):
         return {"id": f"{generator}{i}", "generator": generator, "question": f"q {generator} {i}?", "answers": ["a"],

@@ -88,7 +88,7 @@ def test_the_selector_trains_on_passage_template_pairs_and_saves_and_loads(tmp_p
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from ecqg.models import resolve_model
+    from ecqg.runtime.models import resolve_model
     from ecqg.retrieval.polydpr import PolyConfig, PolyDPR
     from ecqg.retrieval.retriever import load_retriever
     from ecqg.retrieval.train import TrainConfig, train_biencoder

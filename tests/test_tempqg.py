@@ -3,7 +3,7 @@ relabelled and validated, adherence compares forms, and each UnCon entry gets it
 
 import pytest
 
-from ecqg.errors import DataFormatError
+from ecqg.core.errors import DataFormatError
 from ecqg.filtering import check_generated
 from ecqg.pipeline.tempqg import one_per_entry, write_set
 from ecqg.qg.format import SEPARATOR, format_source
@@ -78,7 +78,7 @@ def test_a_set_too_small_to_pretrain_on_is_refused_before_any_search():
 
 def test_a_pretraining_sequence_joins_its_phases_figures():
     """Luo et al.'s recipe pre-trains on RSM, then on TempQG: one history, steps counted on, each entry's set named."""
-    from ecqg import variants
+    from ecqg.core import variants
     from ecqg.pipeline import dense
 
     assert variants.get("poly_rsm_tempqg").pretrain == ("rsm", "tempqg") and variants.get("mixed").pretrain == ("mixed",)

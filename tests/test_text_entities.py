@@ -1,6 +1,6 @@
-"""spaCy entities and sentences (``ecqg.text.analyze``) on real sentences with the bundled en_core_web_sm."""
+"""spaCy entities and sentences (``ecqg.data.text.analyze``) on real sentences with the bundled en_core_web_sm."""
 
-from ecqg.text import ENTITY_TYPES, Entity, analyze, entity_key
+from ecqg.data.text import ENTITY_TYPES, Entity, analyze, entity_key
 
 TEXT = ("Angela Merkel flew from Berlin to Paris on Monday. In Paris, she met Emmanuel Macron at the Élysée Palace. "
         "Both leaders later returned to Berlin.")

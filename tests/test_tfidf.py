@@ -5,8 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ecqg.errors import DataFormatError
-from ecqg.io import read_jsonl
+from ecqg.core.errors import DataFormatError
+from ecqg.core.io import read_jsonl
 from ecqg.retrieval.tfidf import TfidfIndex, build_tfidf_index, drqa_idf, top_k
 
 FIXTURES = Path(__file__).parent / "fixtures" / "retrieval"

@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
-from ecqg.models import resolve_model
+from ecqg.runtime.models import resolve_model
 from ecqg.retrieval import dense
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
 from ecqg.retrieval.tokenized_corpus import CARD, TokenizedCorpus, tokenize_corpus

@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer, BertConfig
 
-from ecqg.errors import DataFormatError
-from ecqg.models import resolve_model
+from ecqg.core.errors import DataFormatError
+from ecqg.runtime.models import resolve_model
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
 from ecqg.retrieval.contrastive import ContrastiveStep, contrastive_loss
 from ecqg.retrieval.tokens import TrainingTokens, tokenize_in_threads, tokenizer_fingerprint

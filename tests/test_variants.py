@@ -1,4 +1,4 @@
-"""Variants are declared once (ecqg.variants.TABLE): a toy one, one table entry, follows through to the DAG's stages,
+"""Variants are declared once (ecqg.core.variants.TABLE): a toy one, one table entry, follows through to the DAG's stages,
 Table 3's rows and labels, the comparisons and the per-replicate runs; and the docs' code layout names every module."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ecqg import config, variants
+from ecqg.core import config, variants
 
 REPO = Path(__file__).resolve().parents[1]
 TOY = variants.Variant("toy", "Toy-DPR", kind="polydpr", pretrain=("uncon", "tempqg"), seeds=variants.PAPER,
@@ -22,7 +22,7 @@ def with_toy(monkeypatch):
 
 
 def test_a_toy_variant_is_one_table_entry(with_toy):
-    from ecqg import dag
+    from ecqg.tooling import dag
     from ecqg.pipeline import dense, results
 
     params = {**with_toy, "dpr": {**with_toy["dpr"], "seeds": [1, 2]}}

@@ -43,9 +43,9 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ecqg.errors import DataFormatError
-from ecqg.models import inference
-from ecqg.text import Analysis, Entity, analyze
+from ecqg.core.errors import DataFormatError
+from ecqg.runtime.models import inference
+from ecqg.data.text import Analysis, Entity, analyze
 
 log = logging.getLogger(__name__)
 

@@ -60,10 +60,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ecqg import variants
+from ecqg.core import variants
 from ecqg.analysis import stats
-from ecqg.errors import DataFormatError
-from ecqg.io import write_json
+from ecqg.core.errors import DataFormatError
+from ecqg.core.io import write_json
 
 log = logging.getLogger(__name__)
 
@@ -127,9 +127,9 @@ def compare_attention(models: Mapping[str, object], passages: Sequence[Mapping],
 
 
 def sentence_split(passages: Sequence[Mapping], spacy_batch_size: int = 64) -> list:
-    """spaCy's sentences of each passage's text (``ecqg.text.analyze``), as ``compare_attention`` uses them."""
+    """spaCy's sentences of each passage's text (``ecqg.data.text.analyze``), as ``compare_attention`` uses them."""
     from ecqg.analysis.attention import _checked_passages
-    from ecqg.text import analyze
+    from ecqg.data.text import analyze
 
     _, _, texts = _checked_passages(passages)
     start = time.perf_counter()

@@ -15,7 +15,7 @@ attends to the answer entity, and probe the encoders with the same passage in tw
   with the answer sentence moved to the front and to the end; the gap front - end measures position bias in the
   score itself, paired per passage. The paper's mechanism predicts a smaller gap for Mixed-DPR.
 
-Locating the answers and building the moved-sentence pairs is :mod:`ecqg.probes` (training scores the probe at its
+Locating the answers and building the moved-sentence pairs is :mod:`ecqg.retrieval.probes` (training scores the probe at its
 snapshots); this module holds what is computed over them: the buckets' masks, PSI with its stratified bootstrap, the
 entity-attention thirds and the probe's gaps.
 """
@@ -29,8 +29,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ecqg.probes import BUCKETS
-from ecqg.text import Analysis, dpr_tokens
+from ecqg.retrieval.probes import BUCKETS
+from ecqg.data.text import Analysis, dpr_tokens
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 
 from ecqg.analysis.attention import TEXT, attention_entropy, sentence_shares
-from ecqg.models import inference
+from ecqg.runtime.models import inference
 from ecqg.retrieval import dense
 
 

@@ -1,7 +1,7 @@
-"""Accuracy tables and paired comparisons over the hit matrices of :mod:`ecqg.evaluation`: Top-k with bootstrap
+"""Accuracy tables and paired comparisons over the hit matrices of :mod:`ecqg.retrieval.evaluation`: Top-k with bootstrap
 CIs per subset, the paired question-level bootstrap, and JSON-ready records.
 
-Why apart from :mod:`ecqg.evaluation`: the hit matrix is what training's validation needs too; the statistics over
+Why apart from :mod:`ecqg.retrieval.evaluation`: the hit matrix is what training's validation needs too; the statistics over
 it are analysis (``ecqg.analysis``), so an edit here reruns the stages that report, never a training.
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ecqg.analysis.stats import bootstrap_ci, bootstrap_means, null_centred_p
-from ecqg.evaluation import DEFAULT_KS, hit_matrix, hits_at_k, seed_hits_at_k, slice_masks
+from ecqg.retrieval.evaluation import DEFAULT_KS, hit_matrix, hits_at_k, seed_hits_at_k, slice_masks
 
 
 def accuracy_table(

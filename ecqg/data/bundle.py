@@ -36,11 +36,11 @@ from typing import Any, Iterable, Sequence
 
 from tqdm.auto import tqdm
 
-from ecqg import cli
+from ecqg.core import cli
 from ecqg.data import dpr, nq_gold, nq_open, overlap, squad, wiki
 from ecqg.data.records import normalize_span, normalize_text, normalize_title, question_key, text_key
-from ecqg.errors import DataFormatError
-from ecqg.io import write_json, write_jsonl
+from ecqg.core.errors import DataFormatError
+from ecqg.core.io import write_json, write_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -273,7 +273,7 @@ class AnswerIndex:
     """
 
     def __init__(self, texts: Sequence[str], progress: bool = True) -> None:
-        from ecqg.text import dpr_tokens
+        from ecqg.data.text import dpr_tokens
 
         self.tokens: list[list[str]] = []
         self.postings: dict[str, list[tuple[int, int]]] = defaultdict(list)
@@ -303,7 +303,7 @@ class AnswerIndex:
 
 class RegexSearcher:
     """CuratedTREC matching over the corpus: one search of the concatenated NFD texts, each hit re-checked per passage
-    with :func:`ecqg.text.answer_regex_match` (so a match across a passage boundary never counts)."""
+    with :func:`ecqg.data.text.answer_regex_match` (so a match across a passage boundary never counts)."""
 
     SEP = "\n"
 
@@ -318,7 +318,7 @@ class RegexSearcher:
         self.blob = self.SEP.join(parts)
 
     def find(self, pattern: str) -> int | None:
-        from ecqg.text import answer_regex_match
+        from ecqg.data.text import answer_regex_match
 
         try:
             rx = re.compile(unicodedata.normalize("NFD", pattern), flags=re.IGNORECASE | re.UNICODE | re.MULTILINE)
@@ -345,7 +345,7 @@ class RegexSearcher:
 
 def _questions_in_corpus(name: str, qas: list[dict], index: AnswerIndex, prefix: str, width: int,
                          drops: Counter) -> list[dict]:
-    from ecqg.text import dpr_tokens
+    from ecqg.data.text import dpr_tokens
 
     out = []
     for i, qa in enumerate(tqdm(qas, desc=f"{name}: answers in corpus", mininterval=2.0)):
@@ -439,7 +439,7 @@ def build_bundle(raw: str | Path, out: str | Path, progress: bool = True) -> dic
 
     gold_has_answer = 0
     text_of = {p["id"]: p["text"] for p in passages}
-    from ecqg.text import has_answer
+    from ecqg.data.text import has_answer
 
     for q in nq_test:
         gold_has_answer += any(has_answer(text_of[g], q["answers"]) for g in q["gold_ids"])

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from ecqg.data.fields import require, require_nonempty_str, require_str_list
-from ecqg.errors import DataFormatError
-from ecqg.io import atomic_path, read_json, read_jsonl, read_lines, read_tsv_rows
+from ecqg.core.errors import DataFormatError
+from ecqg.core.io import atomic_path, read_json, read_jsonl, read_lines, read_tsv_rows
 
 CTX_LISTS = ("positive_ctxs", "negative_ctxs", "hard_negative_ctxs")
 

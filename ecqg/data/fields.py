@@ -1,5 +1,5 @@
 """Field validation shared by every loader: a missing field, a wrong type or an empty value raises
-:class:`ecqg.errors.DataFormatError` naming the file, the record and the field. Passage ids are checked here too
+:class:`ecqg.core.errors.DataFormatError` naming the file, the record and the field. Passage ids are checked here too
 (:func:`require_passage_id`, with :class:`SeenIds` to refuse a repeated one).
 
 Why a module of its own: every format module (``records``, ``wiki``, ``dpr``, ``squad``, ...) validates with these,
@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ecqg.errors import DataFormatError
+from ecqg.core.errors import DataFormatError
 
 
 def require(

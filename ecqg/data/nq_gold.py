@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ecqg.data.fields import require, require_nonempty_str, require_str_list
-from ecqg.errors import DataFormatError
-from ecqg.io import read_json, read_jsonl
+from ecqg.core.errors import DataFormatError
+from ecqg.core.io import read_json, read_jsonl
 
 
 def read_power_of_noise(path: str | Path) -> Iterator[dict[str, Any]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ecqg.data.fields import require_nonempty_str, require_str_list
-from ecqg.io import read_jsonl
+from ecqg.core.io import read_jsonl
 
 
 def read_nq_open(path: str | Path) -> Iterator[dict[str, Any]]:

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ecqg.data.fields import require, require_str_list
-from ecqg.errors import DataFormatError
-from ecqg.io import read_jsonl
+from ecqg.core.errors import DataFormatError
+from ecqg.core.io import read_jsonl
 
 KNOWN_LABELS = frozenset(
     {"total", "question_overlap", "no_question_overlap", "answer_overlap", "no_answer_overlap", "answer_overlap_only"}

@@ -1,6 +1,6 @@
 """Schemas of the bundle's own files, the text style they share, and validating readers.
 
-Every reader streams (yields records) and raises :class:`ecqg.errors.DataFormatError` naming the file, the line and
+Every reader streams (yields records) and raises :class:`ecqg.core.errors.DataFormatError` naming the file, the line and
 the field on malformed input. The schemas (one JSON object per line, gzip for ``*.gz``):
 
 corpus passage        {"id": str, "title": str, "text": str, "source": str}
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from ecqg.data.fields import require, require_nonempty_str, require_passage_id, require_str_list
-from ecqg.errors import DataFormatError
-from ecqg.io import read_jsonl
+from ecqg.core.errors import DataFormatError
+from ecqg.core.io import read_jsonl
 
 # --------------------------------------------------------------------------------------------------------------------
 # text style

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ecqg.data.fields import require, require_nonempty_str
-from ecqg.errors import DataFormatError
-from ecqg.io import read_json
+from ecqg.core.errors import DataFormatError
+from ecqg.core.io import read_json
 
 
 def _answers(qa: dict, name: str, context: str, path: str | Path, where: str) -> list[dict[str, Any]]:

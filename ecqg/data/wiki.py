@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ecqg.data.fields import SeenIds, require, require_nonempty_str, require_passage_id
-from ecqg.errors import DataFormatError
-from ecqg.io import read_json, read_jsonl, read_tsv_rows
+from ecqg.core.errors import DataFormatError
+from ecqg.core.io import read_json, read_jsonl, read_tsv_rows
 
 PSGS_HEADER = ["id", "text", "title"]
 

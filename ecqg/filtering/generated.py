@@ -17,11 +17,11 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from ecqg.data.fields import require, require_nonempty_str
 from ecqg.data.records import _read_validated
-from ecqg.errors import DataFormatError
+from ecqg.core.errors import DataFormatError
 
 log = logging.getLogger(__name__)
 
-from ecqg import schemes
+from ecqg.core import schemes
 
 
 def validate_generated(rec: Mapping[str, Any], path: str | Path, where: int | str) -> dict[str, Any]:

@@ -11,10 +11,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ecqg.errors import DataFormatError
+from ecqg.core.errors import DataFormatError
 
 from ecqg.filtering.generated import check_generated, filter_stats, passage_of
-from ecqg import schemes
+from ecqg.core import schemes
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ def dpr_hardness(bi_encoder, records: Iterable[Mapping], passages: Mapping[str, 
     ``score`` = dot product of the question vector and its own passage's vector (re-encoded, so any FAISS index kind
     works); ``rank`` = 1-based position of the own passage in the top ``depth`` of a search of ``index`` (with its
     passage ``ids``), None when it is not there.
-    ``autocast``: the encoders' (:func:`ecqg.models.inference`; None = float32, ``auto`` = bf16 where native).
+    ``autocast``: the encoders' (:func:`ecqg.runtime.models.inference`; None = float32, ``auto`` = bf16 where native).
     """
     from ecqg.retrieval.dense import encode_passages, encode_queries
     from ecqg.retrieval.faiss_index import search

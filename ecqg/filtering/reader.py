@@ -21,8 +21,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ecqg.data.fields import require_nonempty_str
-from ecqg.errors import DataFormatError
-from ecqg.io import atomic_path
+from ecqg.core.errors import DataFormatError
+from ecqg.core.io import atomic_path
 
 from ecqg.filtering.generated import passage_of
 
@@ -39,7 +39,7 @@ def build_mrc_model(ref: str, seed: int | None = None, **model_kwargs):
     """
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer, set_seed
 
-    from ecqg.models import from_pretrained
+    from ecqg.runtime.models import from_pretrained
 
     tokenizer = from_pretrained(AutoTokenizer, ref)
     if not getattr(tokenizer, "is_fast", False):
@@ -182,14 +182,14 @@ def train_features(tokenizer, examples: Sequence[Mapping], max_length: int = 384
 def train_mrc(model, tokenizer, examples: Sequence[Mapping], checkpoint_dir: str | Path, settings: Mapping[str, Any],
               *, seed: int, max_length: int = 384, stride: int = 128, answer_windows_only: bool = False,
               progress: bool = True) -> dict[str, Any]:
-    """Fine-tune ``model`` in place on SQuAD2-style ``examples`` with :func:`ecqg.hf_training.train_with_checkpoints`
+    """Fine-tune ``model`` in place on SQuAD2-style ``examples`` with :func:`ecqg.runtime.hf_training.train_with_checkpoints`
     (checkpoints in ``checkpoint_dir``, resumed after a kill); ``settings`` is the params training block.
 
     Returns the trainer's figures plus example / feature counts; batches are padded per batch, not to max_length.
     """
     from transformers import DataCollatorWithPadding
 
-    from ecqg.hf_training import train_with_checkpoints
+    from ecqg.runtime.hf_training import train_with_checkpoints
 
     start = time.perf_counter()
     features = train_features(tokenizer, examples, max_length, stride, answer_windows_only)
@@ -228,7 +228,7 @@ def _best_span(start: np.ndarray, end: np.ndarray, first: int, last: int, max_an
 def _predict_contexts(model, tokenizer, ids: Sequence[str], questions: Sequence[str], contexts: Sequence[str],
                       max_length: int, stride: int, max_answer_length: int, null_threshold: float,
                       batch_size: int, autocast: str | None, bar) -> dict[str, dict[str, Any]]:
-    from ecqg.models import inference
+    from ecqg.runtime.models import inference
 
     enc = _encode(tokenizer, questions, contexts, max_length, stride)
     n = len(enc["input_ids"])
@@ -329,9 +329,9 @@ def questions_with_contexts(questions: Sequence[Mapping], passages: Mapping[str,
 def predict_in_processes(model, tokenizer, questions: Sequence[Mapping], passages: Mapping[str, Mapping] | None,
                          params: Mapping, progress: bool = True, where: str = "questions",
                          **settings) -> dict[str, dict[str, Any]]:
-    """:func:`predict` split over ``processes`` torchrun workers (:mod:`ecqg.parallel`), whole chunks each, so the
+    """:func:`predict` split over ``processes`` torchrun workers (:mod:`ecqg.runtime.parallel`), whole chunks each, so the
     predictions are the single process's; with one process it is :func:`predict` itself."""
-    from ecqg import parallel
+    from ecqg.runtime import parallel
 
     if parallel.processes(params) <= 1:
         return predict(model, tokenizer, questions, passages, progress=progress, where=where, **settings)
@@ -346,7 +346,7 @@ def predict_in_processes(model, tokenizer, questions: Sequence[Mapping], passage
 
 def predict_part(job: Mapping[str, Any], rank: int, world: int, job_dir) -> dict[str, dict[str, Any]]:
     """One torchrun worker of :func:`predict_in_processes`: whole chunks of its block."""
-    from ecqg.parallel import MODEL_DIR, block
+    from ecqg.runtime.parallel import MODEL_DIR, block
 
     questions, settings = job["questions"], job["settings"]
     lo, hi = block(len(questions), settings["chunk_size"], rank, world)

@@ -10,7 +10,7 @@ import string
 from typing import Any, Mapping, Sequence
 
 
-from ecqg.errors import DataFormatError
+from ecqg.core.errors import DataFormatError
 
 log = logging.getLogger(__name__)
 

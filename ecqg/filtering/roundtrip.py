@@ -8,7 +8,7 @@ import logging
 from typing import Any, Iterable, Mapping
 
 
-from ecqg.errors import DataFormatError
+from ecqg.core.errors import DataFormatError
 
 from ecqg.filtering.generated import check_generated, filter_stats, passage_of
 from ecqg.filtering.reader_eval import f1_score
@@ -66,7 +66,7 @@ def answer_in_passage_filter(records: Iterable[Mapping], passages: Mapping[str, 
     question only when its generated answer occurs in its passage text (DPR's has_answer), reason
     ``answer_not_in_passage`` otherwise. Weaker than the round trip (it cannot tell whether the question asks for
     that answer); results that used it must say so."""
-    from ecqg.text import has_answer
+    from ecqg.data.text import has_answer
 
     records = check_generated(records, where)
     kept, rejected = [], []

@@ -8,15 +8,15 @@ import json
 import random
 from typing import Any, Iterator, Mapping, Sequence, TypeVar
 
-from ecqg import paths, variants
+from ecqg.core import paths, variants
 from ecqg.data.records import read_corpus
-from ecqg.io import read_jsonl
+from ecqg.core.io import read_jsonl
 
 T = TypeVar("T")
 
 
 def seeds(params: Mapping, variant: str | None = None) -> list[int]:
-    """The training seeds of ``variant`` (one replicate each; ``ecqg.variants``): ``dpr.seeds`` for the paper's
+    """The training seeds of ``variant`` (one replicate each; ``ecqg.core.variants``): ``dpr.seeds`` for the paper's
     variants (and for no variant named), ``dpr.related_seeds`` for the related system's."""
     if variant is None:
         return list(params["dpr"]["seeds"])

@@ -2,7 +2,7 @@
 kind in the registry), train it on the gold data, retrieve with it.
 
 Notebook 05 (``train_variant``) calls these, so the notebook shows the steps without holding their logic; the
-``retrieve_dense`` stage's search is :mod:`ecqg.pipeline.dense_retrieval`. Checkpoints live under ``outputs/checkpoints/<variant>/<fingerprint>/``, a
+``retrieve_dense`` stage's search is :mod:`ecqg.pipeline.retrieve_dense`. Checkpoints live under ``outputs/checkpoints/<variant>/<fingerprint>/``, a
 DVC output with ``persist: true``: DVC keeps it when it reruns a killed stage, so training resumes, and the
 fingerprint of the training settings makes a changed parameter start afresh instead of resuming a different run.
 """
@@ -16,9 +16,9 @@ import shutil
 import time
 from typing import Mapping
 
-from ecqg import paths, variants
+from ecqg.core import paths, variants
 from ecqg.data.dpr import read_dpr_retriever_json
-from ecqg.io import copy_directory, empty_directory
+from ecqg.core.io import copy_directory, empty_directory
 from ecqg.pipeline.common import fingerprint, primary_seed
 from ecqg.pipeline.finetune_validation import CURVE_DIR
 from ecqg.retrieval import convergence
@@ -97,7 +97,7 @@ def retriever_kind(variant: str, params: Mapping) -> str:
 
 
 def synthetic_records(name: str) -> list[dict]:
-    """A pre-training set (``ecqg.variants.SETS``: stage 04's, pseudo_queries', tempqg's, or a dose), DPR
+    """A pre-training set (``ecqg.core.variants.SETS``: stage 04's, pseudo_queries', tempqg's, or a dose), DPR
     retriever-json."""
     return list(read_dpr_retriever_json(variants.synthetic_set(name).path))
 
@@ -198,7 +198,7 @@ def train_variant(variant: str, params: Mapping, seed: int, progress: bool = Tru
     Returns the fine-tuning figures (history, counts, time, and ``pretrained_from`` for a pre-trained variant).
 
     ``baseline``: the base checkpoint fine-tuned on gold data only (the paper's DPR row). A pre-trained variant
-    (``ecqg.variants.TABLE``) starts from replicate ``seed``'s pre-trained model (:func:`pretrain_variant`, its own
+    (``ecqg.core.variants.TABLE``) starts from replicate ``seed``'s pre-trained model (:func:`pretrain_variant`, its own
     stage), then fine-tunes exactly like the baseline (same records, settings and seed), so the rows differ only in
     the pre-training. The seed steers batch order, dropout and the held-out split (and a Poly-DPR's code start
     without pre-training); the gold sub-sample (``max_examples``) is the same for every seed.
@@ -246,7 +246,7 @@ def train_replicate(variant: str, params: Mapping, seed: int, phase: str = "fine
     gathered across them. ``batch_size`` is the global batch, so the data order, the negatives and the trained model
     are those of one process (``tests/test_parallel.py`` trains both ways and compares). Returns the phase's
     figures."""
-    from ecqg import parallel
+    from ecqg.runtime import parallel
 
     if phase not in ("pretrain", "finetune"):
         raise ValueError(f"phase must be 'pretrain' or 'finetune', not {phase!r}")
@@ -294,7 +294,7 @@ def _finetune_validation(variant: str, params: Mapping, seed: int, run_dir, prog
 
 def training_summary(params: Mapping, result: Mapping, variant: str, seed: int, phase: str) -> dict:
     """What ``results/<profile>/dpr_<variant>[_pre]_s<seed>_training.json`` records of one training phase."""
-    from ecqg.hf_training import resolve_mixed_precision
+    from ecqg.runtime.hf_training import resolve_mixed_precision
 
     history = result["history"]
     validation = [h for h in history if "val_top1" in h]
@@ -325,7 +325,7 @@ def write_training_plots(params: Mapping, history: list[dict], run_name: str) ->
     """Loss and validation curves of one training phase as DVC plot data:
     ``results/<profile>/plots/{training,validation}/<run_name>.csv`` (``dvc plots show``); ``run_name`` is
     ``dpr_<variant>_s<seed>``, or ``dpr_<variant>_pre_s<seed>`` for a pre-training."""
-    from ecqg.io import write_csv
+    from ecqg.core.io import write_csv
 
     return [write_csv(paths.plot_data(params["profile"], f"training/{run_name}.csv"), history, ["step", "loss"]),
             write_csv(paths.plot_data(params["profile"], f"validation/{run_name}.csv"),

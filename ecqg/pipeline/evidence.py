@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ecqg import paths
+from ecqg.core import paths
 from ecqg.analysis import run_evidence as re_
 from ecqg.analysis.encoder_comparison import MEASURES, ROLES
 

@@ -15,11 +15,12 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ecqg import evaluation, paths
+from ecqg.core import paths
+from ecqg.retrieval import evaluation
 from ecqg.analysis import tables
-from ecqg.io import read_json
+from ecqg.core.io import read_json
 from ecqg.pipeline.finetune_validation import CURVE_DIR, MOVED_FILE
-from ecqg.run_files import read_run
+from ecqg.retrieval.run_files import read_run
 
 _STEP_DIR = re.compile(r"^step-(\d{6})$")
 BASELINE = "baseline"

@@ -19,8 +19,8 @@ import logging
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from ecqg import paths
-from ecqg.io import read_jsonl
+from ecqg.core import paths
+from ecqg.core.io import read_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -38,13 +38,14 @@ def corpus_validator(params: Mapping, heldout: Sequence[Mapping], curve_dir: Pat
     """``validate(model, step) -> {val_top1, val_top5, val_top20, val_questions, val_passages}`` for
     :func:`ecqg.retrieval.train.train_biencoder`; with ``curve_dir``, also the test sets' runs of each snapshot and
     its moved-sentence gaps."""
-    from ecqg import device, evaluation
+    from ecqg.core import device
+    from ecqg.retrieval import evaluation
     from ecqg.data.records import read_corpus
-    from ecqg.io import write_json
-    from ecqg.probes import moved_sentence_scores
+    from ecqg.core.io import write_json
+    from ecqg.retrieval.probes import moved_sentence_scores
     from ecqg.pipeline.located import moved_pairs
     from ecqg.retrieval import dense, faiss_index
-    from ecqg.run_files import write_run
+    from ecqg.retrieval.run_files import write_run
 
     passages = list(read_corpus(paths.CORPUS))
     n_corpus = len(passages)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ecqg import paths
-from ecqg.fusion import normalized_sum, reciprocal_rank_fusion
+from ecqg.core import paths
+from ecqg.retrieval.fusion import normalized_sum, reciprocal_rank_fusion
 from ecqg.pipeline.common import related_seeds
-from ecqg.run_files import read_run, write_run
+from ecqg.retrieval.run_files import read_run, write_run
 
 METHODS = ("sum", "rrf")
 SPARSE = "bm25"

@@ -10,9 +10,10 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 
-from ecqg import paths, probes
+from ecqg.core import paths
+from ecqg.retrieval import probes
 from ecqg.data.records import read_corpus
-from ecqg.io import read_jsonl
+from ecqg.core.io import read_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -21,10 +22,10 @@ TEST_SET = "nq"
 
 def nq_questions(params: Mapping) -> list[dict]:
     """The NQ test questions, each with its gold passage ids: annotated (the bundle), or for a test set that has
-    none (DPR's nq-test.csv) the first passage of BM25's ranking that contains an answer (:mod:`ecqg.silver_gold`;
+    none (DPR's nq-test.csv) the first passage of BM25's ranking that contains an answer (:mod:`ecqg.retrieval.silver_gold`;
     ``gold_source`` says so, :func:`gold_counts` counts them)."""
-    from ecqg.run_files import read_run
-    from ecqg.silver_gold import with_silver_gold
+    from ecqg.retrieval.run_files import read_run
+    from ecqg.retrieval.silver_gold import with_silver_gold
 
     if TEST_SET not in params["data"]["test_sets"]:
         raise ValueError(f"the mechanism evaluations need the '{TEST_SET}' test set in data.test_sets")
@@ -51,7 +52,7 @@ def gold_passage_records(questions: Sequence[Mapping]) -> dict[str, dict]:
 def locate(questions: Sequence[Mapping], passages: Mapping[str, Mapping], spacy_batch_size: int = 64):
     """(locations, analyses): each question's gold passage and answer sentence, and the spaCy analysis (entities,
     sentences) of every located passage."""
-    from ecqg.text import analyze
+    from ecqg.data.text import analyze
 
     gold = probes.gold_passages(questions, {pid: p["text"] for pid, p in passages.items()})
     located = list(dict.fromkeys(gold.passage_id[gold.status == "ok"]))
@@ -63,7 +64,7 @@ def locate(questions: Sequence[Mapping], passages: Mapping[str, Mapping], spacy_
 
 def fits_encoder(params: Mapping):
     """``fits(title, text)``: whether the passage encoder reads the whole passage (no truncation)."""
-    from ecqg.models import from_pretrained
+    from ecqg.runtime.models import from_pretrained
     from transformers import AutoTokenizer
 
     tokenizer = from_pretrained(AutoTokenizer, params["dpr"]["base_model"])

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ecqg import evaluation, paths, probes
+from ecqg.core import paths
+from ecqg.retrieval import evaluation, probes
 from ecqg.analysis import mechanism, tables
 from ecqg.pipeline import dense as pipeline
 from ecqg.pipeline.located import (TEST_SET, fits_encoder, gold_counts, gold_passage_records,  # noqa: F401
@@ -40,7 +41,7 @@ def dense_systems(params: Mapping) -> list[str]:
 
 
 def pairs(params: Mapping) -> list[tuple[str, str]]:
-    """07's paired comparisons: Table 3's among the dense models (``ecqg.variants``), not those against a sparse
+    """07's paired comparisons: Table 3's among the dense models (``ecqg.core.variants``), not those against a sparse
     run or the untrained encoder."""
     from ecqg.pipeline import results
 
@@ -138,7 +139,7 @@ def moved_sentence_gaps(params: Mapping, pairs: Sequence[Mapping],
 def write_position_plot(table: pd.DataFrame, profile: str, k: int = 5) -> Path:
     """Top-k accuracy (%) by answer sentence (1, 2, 3 = 3+), one column per system: DVC plot data,
     ``results/<profile>/plots/position_top<k>.csv``."""
-    from ecqg.io import write_csv
+    from ecqg.core.io import write_csv
 
     sel = table[table.k == k]
     systems = list(dict.fromkeys(sel.system))

@@ -3,7 +3,7 @@
 Both are built over the UnCon set's passages, entry for entry (a passage UnCon uses twice gets two pseudo-queries),
 so ETM-DPR and RSM-DPR pre-train on the same passages and the same number of examples as UnCon-DPR and Mixed-DPR:
 only how the query is made differs. Hard negatives follow the synthetic sets' rule (one BM25 negative per query)
-with the same-title guard of :mod:`ecqg.pseudo_queries`. The stage also measures what ``pseudo.m`` does: for each m
+with the same-title guard of :mod:`ecqg.retrieval.pseudo_queries`. The stage also measures what ``pseudo.m`` does: for each m
 of ``pseudo.m_sweep``, how often BM25 ranks a pseudo-query's own passage first (among the queries whose passage is in
 the searched corpus), beside the same figure for UnCon's generated questions (how lexically easy each kind of query
 is), on a seeded sample of ``pseudo.sweep_queries`` entries (all of mini's and the study's).
@@ -15,11 +15,12 @@ import logging
 import random
 from typing import Mapping
 
-from ecqg import config, paths, pseudo_queries, variants
+from ecqg.core import config, paths, variants
+from ecqg.retrieval import pseudo_queries
 from ecqg.data.dpr import read_dpr_retriever_json, write_dpr_retriever_json
 from ecqg.data.records import read_corpus
-from ecqg.errors import DataFormatError
-from ecqg.io import empty_directory
+from ecqg.core.errors import DataFormatError
+from ecqg.core.io import empty_directory
 from ecqg.pipeline.common import passages_by_id, pool_passages
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ def passage_pool() -> tuple[list[str], list[str]]:
 
 def sentence_texts(passages: Mapping[str, Mapping], ids: list[str]) -> dict[str, list[str]]:
     """spaCy's sentences of each passage (the parser's boundaries, as everywhere else in the pipeline)."""
-    from ecqg.text import analyze
+    from ecqg.data.text import analyze
 
     distinct = list(dict.fromkeys(ids))
     processes = max(1, min(config.host_cores(), len(distinct) // SPACY_TEXTS_PER_PROCESS))

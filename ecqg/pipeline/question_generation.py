@@ -13,10 +13,10 @@ import random
 from pathlib import Path
 from typing import Any, Mapping
 
-from ecqg import paths
+from ecqg.core import paths
 from ecqg.data.dpr import read_dpr_retriever_json
-from ecqg.io import empty_directory, read_json, read_jsonl, remove_directory, write_json
-from ecqg import schemes
+from ecqg.core.io import empty_directory, read_json, read_jsonl, remove_directory, write_json
+from ecqg.core import schemes
 
 GENERATORS = schemes.of_stage(schemes.QUESTION_GENERATION)   # what stage 02 trains and samples (notebook 02 loops)
 from ecqg.pipeline.common import fingerprint, fingerprint_int, pool_passages, subset, test_gold_ids
@@ -121,7 +121,7 @@ def _train_and_keep(generator: str, train: list, train_entities: list, passages:
     """Train one generator (resuming from ``run_dir``'s last checkpoint), keep it in ``run_dir/finished/`` with its
     figures, and drop the Trainer checkpoints (optimizer states, gigabytes)."""
     from ecqg import qg as qgm
-    from ecqg.hf_training import complete_checkpoints
+    from ecqg.runtime.hf_training import complete_checkpoints
 
     settings = params["qg"]
     marking = settings["entity_marking"] if schemes.get(generator).marked else None
@@ -160,7 +160,7 @@ def drop_checkpoints() -> None:
 def generate(model, tokenizer, generator: str, inputs: list[dict], params: Mapping, seed_tag: str,
              progress: bool = True, resumable: bool = False) -> tuple[list[dict], dict]:
     """Sample questions for ``inputs`` with the profile's sampling settings; returns records and drop counts.
-    With ``processes`` above 1 the batches are split over torchrun workers (:mod:`ecqg.parallel`).
+    With ``processes`` above 1 the batches are split over torchrun workers (:mod:`ecqg.runtime.parallel`).
     ``resumable``: finished batches are journalled under the generators' checkpoint folder, named by the model's
     weights, the inputs and the settings, so a cut stage takes them instead of sampling them again
     (:mod:`ecqg.qg.sampling`); :func:`drop_checkpoints` removes the journals with the rest."""

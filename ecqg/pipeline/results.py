@@ -1,6 +1,6 @@
 """The paper's Table 3 on whatever benchmark the profile built: load runs, score them, lay the table out.
 
-Notebook 06 calls these one step at a time. All numbers come from ``ecqg.evaluation`` over the run files that the
+Notebook 06 calls these one step at a time. All numbers come from ``ecqg.retrieval.evaluation`` over the run files that the
 retrieval stages wrote; nothing here is typed in except the paper's own reported values, kept apart in
 ``PAPER_TABLE3`` and always labelled as the paper's.
 """
@@ -14,10 +14,11 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ecqg import evaluation, paths, variants
+from ecqg.core import paths, variants
+from ecqg.retrieval import evaluation
 from ecqg.analysis import tables
-from ecqg.io import read_jsonl, write_json
-from ecqg.run_files import read_run
+from ecqg.core.io import read_jsonl, write_json
+from ecqg.retrieval.run_files import read_run
 
 SPARSE_LABELS = {"tfidf": "TF-IDF", "bm25": "BM25"}
 HYBRID_METHODS = {"sum": "normalised sum", "rrf": "RRF"}     # BM25 + dense hybrids (stage hybrid, Luo et al. 2022)
@@ -25,7 +26,7 @@ HYBRID_METHODS = {"sum": "normalised sum", "rrf": "RRF"}     # BM25 + dense hybr
 
 def system_labels(table: Sequence | None = None) -> dict[str, str]:
     """Table 3's label of every row, in Table 3's order: the sparse retrievers, the untrained encoder, every
-    variant's row right after pre-training, every trained variant, the hybrids (all from ``ecqg.variants``)."""
+    variant's row right after pre-training, every trained variant, the hybrids (all from ``ecqg.core.variants``)."""
     table = variants.TABLE if table is None else table
     labels = {**SPARSE_LABELS, variants.UNTRAINED: "MiniLM, not fine-tuned"}
     labels.update({v.pre_system: variants.label(v.pre_system, table) for v in table if v.pretrained})
@@ -207,7 +208,7 @@ def metrics_tree(table: pd.DataFrame, paired: pd.DataFrame, setting: Mapping) ->
 def write_topk_plots(curves: pd.DataFrame, profile: str) -> list[Path]:
     """Top-k accuracy (%) against k, one column per system, one file per test set (full set): DVC plot data,
     ``results/<profile>/plots/topk/<set>.csv`` (``dvc plots show``)."""
-    from ecqg.io import write_csv
+    from ecqg.core.io import write_csv
 
     written = []
     full = curves[curves.subset == evaluation.FULL_SET]
@@ -242,7 +243,7 @@ def table3_systems(params: Mapping) -> list[str]:
 
 def comparison_pairs(params: Mapping) -> list[tuple[str, str]]:
     """The paired comparisons (A - B) of Table 3, each a question the study asks: sparse against sparse, every
-    variant against what the table says it is compared with (``ecqg.variants``: the paper's three orderings,
+    variant against what the table says it is compared with (``ecqg.core.variants``: the paper's three orderings,
     architecture, generator-free and template-conditioned pre-training, Luo et al.'s recipe, each right after
     pre-training too), the dose curve's rows against each other at each size, then the hybrids'
     (:func:`ecqg.pipeline.hybrid.pairs`)."""

@@ -1,7 +1,7 @@
 """Stages 03 and 04 in the pipeline: filter the generated questions, then mix the survivors into the UnCon and
 Mixed pre-training sets.
 
-Notebooks 03 and 04 call these around :mod:`ecqg.filtering` and :mod:`ecqg.mixing`, which hold the methods; this
+Notebooks 03 and 04 call these around :mod:`ecqg.filtering` and :mod:`ecqg.filtering.mixing`, which hold the methods; this
 module only knows where the pipeline keeps things and which params steer them.
 """
 
@@ -11,10 +11,10 @@ import random
 import time
 from typing import Any, Mapping
 
-from ecqg import paths
+from ecqg.core import paths
 from ecqg.data.records import read_squad2_unanswerable
-from ecqg.io import empty_directory
-from ecqg.schemes import of_stage
+from ecqg.core.io import empty_directory
+from ecqg.core.schemes import of_stage
 from ecqg.pipeline.common import passages_by_id  # noqa: F401  (notebooks 03 / 04 / 06 read passages through here)
 
 
@@ -146,7 +146,7 @@ def kept_questions() -> dict[str, list[dict]]:
 
 def test_question_keys(params: Mapping) -> set[str]:
     """Question keys of every prepared test set: no synthetic question may equal one."""
-    from ecqg.mixing import question_keys_of
+    from ecqg.filtering.mixing import question_keys_of
 
     return question_keys_of([paths.questions_file(name) for name in params["data"]["test_sets"]])
 
@@ -158,7 +158,7 @@ QUALITY_SAMPLES = 30        # random questions of each set printed on the page
 def reference_questions(limit: int, seed: int) -> list[dict]:
     """Real questions over bundle passages, the quality table's reference row: the annotated gold triples (SQuAD 2.0,
     XQuAD, ...; a profile given DPR's retriever json has none, and the row is left out)."""
-    from ecqg.io import read_jsonl
+    from ecqg.core.io import read_jsonl
 
     if not paths.TRAIN_GOLD.is_file():
         return []

@@ -25,8 +25,8 @@ import logging
 from collections import Counter, defaultdict
 from typing import Any, Mapping, Sequence
 
-from ecqg import paths, variants
-from ecqg.io import remove_directory, write_json
+from ecqg.core import paths, variants
+from ecqg.core.io import remove_directory, write_json
 from ecqg.pipeline.common import fingerprint, passages_by_id, pool_passages
 from ecqg.tempqg import generation, selector
 from ecqg.tempqg.templates import (Templates, adherence, candidates, cluster_templates, extract_templates,
@@ -131,7 +131,7 @@ def train_selector(params: Mapping, pairs: Sequence[dict], progress: bool = True
 def _selector_autocast(params: Mapping) -> str | None:
     """The selector's inference precision (``dpr.encode.autocast`` on the device in use): one for its accuracy and
     its choices, so the accuracy reported is that of the templates chosen."""
-    from ecqg import device
+    from ecqg.core import device
 
     return device.autocast_dtype(params["dpr"]["encode"]["autocast"], device.resolve().type)
 
@@ -231,8 +231,8 @@ def set_passages() -> tuple[list[str], dict[str, dict]]:
 def filter_questions(params: Mapping, records: list[dict], passages: Mapping, progress: bool = True
                      ) -> tuple[list[dict], dict]:
     """Stage 03's filters with the profile's settings (the reader stage 03 trained, the baseline's hardness cut),
-    then test questions and duplicates out (:func:`ecqg.mixing.dedupe`)."""
-    from ecqg.mixing import dedupe
+    then test questions and duplicates out (:func:`ecqg.filtering.mixing.dedupe`)."""
+    from ecqg.filtering.mixing import dedupe
     from ecqg.pipeline import synthetic as sp
 
     predictions: dict = {}
@@ -270,7 +270,7 @@ def write_set(params: Mapping, records: Sequence[Mapping], passages: dict, progr
     same-title guard, as the ETM / RSM sets; its figures."""
     from ecqg.data.dpr import write_dpr_retriever_json
     from ecqg.pipeline.pseudo import N_HARD, NEGATIVE_DEPTH
-    from ecqg.pseudo_queries import dpr_examples
+    from ecqg.retrieval.pseudo_queries import dpr_examples
     from ecqg.retrieval.bm25 import BM25Searcher
     from ecqg.retrieval.train_data import split_records
 

@@ -34,7 +34,7 @@ def build_generator(ref: str, placeholder: str | None = None, architecture: str 
     import torch
     from transformers import AutoConfig, AutoTokenizer
 
-    from ecqg.models import from_pretrained
+    from ecqg.runtime.models import from_pretrained
 
     if architecture not in ARCHITECTURES:
         raise ValueError(f"unknown generator architecture {architecture!r}; known: {ARCHITECTURES}")
@@ -95,7 +95,7 @@ def ensure_generation_ids(model, tokenizer) -> None:
 
 def save_generator(model, tokenizer, path: str | Path) -> Path:
     """An ordinary HF checkpoint + tokenizer, written atomically (a killed save leaves no complete-looking dir)."""
-    from ecqg.io import atomic_path
+    from ecqg.core.io import atomic_path
 
     with atomic_path(path) as tmp:
         model.save_pretrained(tmp)

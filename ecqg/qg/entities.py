@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
-from ecqg.text import entity_key
+from ecqg.data.text import entity_key
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def select_entities(triples: Sequence[Mapping[str, Any]], passages: Mapping[str,
     """
     from tqdm.auto import tqdm
 
-    from ecqg.models import load_spacy
+    from ecqg.runtime.models import load_spacy
 
     nlp = load_spacy(disable=("lemmatizer",))
     results: list[dict | None] = []

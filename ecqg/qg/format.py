@@ -18,7 +18,7 @@ import re
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
-from ecqg import schemes
+from ecqg.core import schemes
 from ecqg.qg.entities import find_mention, select_entities
 
 log = logging.getLogger(__name__)

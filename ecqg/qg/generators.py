@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ecqg.registry import Registry
+from ecqg.core.registry import Registry
 
 # Registry name -> the module that defines (and registers) it, imported on first use. ``qg.architecture`` names
 # one that builds from an encoder-only checkpoint; a checkpoint that already is a generator names its own.

@@ -176,13 +176,13 @@ class PrefixLMGenerator(Generator):
 
     @classmethod
     def load(cls, ref: str, config, **overrides: Any) -> BertPrefixLM:
-        from ecqg.models import from_pretrained
+        from ecqg.runtime.models import from_pretrained
 
         return from_pretrained(BertPrefixLM, ref, **overrides)
 
     @classmethod
     def from_encoder(cls, ref: str, tokenizer, **overrides: Any) -> BertPrefixLM:
-        from ecqg.models import resolve_model
+        from ecqg.runtime.models import resolve_model
 
         return from_encoder(resolve_model(ref), **overrides)
 

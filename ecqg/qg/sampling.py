@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from ecqg.qg.entities import mentions
 from ecqg.qg.format import format_source, parse_target, relexicalise
 from ecqg.qg.generators import generator_for
-from ecqg.text import entity_key
+from ecqg.data.text import entity_key
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def read_journal(folder: str | Path | None) -> dict[str, dict]:
     """The batches a cut sampling run finished: batch seed -> ``{"records", "drops"}``, from every ``*.jsonl`` in
     ``folder`` (one per process; a run with another process count reads them all: its batches are the same). Only
     a file's last line may be cut short (the process was killed while writing it); it is ignored."""
-    from ecqg.errors import DataFormatError
+    from ecqg.core.errors import DataFormatError
 
     done: dict[str, dict] = {}
     if folder is None or not Path(folder).is_dir():
@@ -92,12 +92,12 @@ def generate_questions(model, tokenizer, inputs: Sequence[Mapping[str, Any]], *,
     evaluation (which reports the raw mention rate), on where the pipeline needs questions about the entity.
     ``placeholder`` (con): a generated placeholder is replaced by the input's entity (:func:`relexicalise`); con
     records then carry ``entity_via_placeholder``. ``autocast`` (``auto``, ``bfloat16``, ``float16`` or None for
-    float32): the forward passes under autocast (:func:`ecqg.models.inference`); the sampling itself is float32.
+    float32): the forward passes under autocast (:func:`ecqg.runtime.models.inference`); the sampling itself is float32.
     """
     import torch
     from tqdm.auto import tqdm
 
-    from ecqg.models import inference
+    from ecqg.runtime.models import inference
 
     generator = "con" if marking else "uncon"
     if samples < 1 or batch_size < 1:
@@ -177,9 +177,9 @@ def generate_questions(model, tokenizer, inputs: Sequence[Mapping[str, Any]], *,
 
 def generate_in_processes(model, tokenizer, inputs: Sequence[Mapping[str, Any]], params: Mapping, progress: bool = True,
                           **sampling) -> tuple[list[dict], Counter]:
-    """:func:`generate_questions` split over ``processes`` torchrun workers (:mod:`ecqg.parallel`), whole batches
+    """:func:`generate_questions` split over ``processes`` torchrun workers (:mod:`ecqg.runtime.parallel`), whole batches
     each, so the samples are the single process's; with one process it is :func:`generate_questions` itself."""
-    from ecqg import parallel
+    from ecqg.runtime import parallel
     from ecqg.qg.architectures import save_generator
 
     if parallel.processes(params) <= 1:
@@ -193,11 +193,11 @@ def generate_in_processes(model, tokenizer, inputs: Sequence[Mapping[str, Any]],
 
 
 def generate_part(job: Mapping[str, Any], rank: int, world: int, job_dir) -> dict:
-    """One torchrun worker of a split sampling run (:mod:`ecqg.parallel`): whole batches of its block, so each
+    """One torchrun worker of a split sampling run (:mod:`ecqg.runtime.parallel`): whole batches of its block, so each
     batch, and its seed, is the one a single process samples."""
     from pathlib import Path
 
-    from ecqg.parallel import MODEL_DIR, block
+    from ecqg.runtime.parallel import MODEL_DIR, block
     from ecqg.qg.architectures import load_generator
 
     inputs, settings = job["inputs"], job["settings"]

@@ -38,7 +38,7 @@ class Seq2SeqGenerator(Generator):
     def load(cls, ref: str, config, **overrides: Any):
         from transformers import AutoModelForSeq2SeqLM
 
-        from ecqg.models import from_pretrained
+        from ecqg.runtime.models import from_pretrained
 
         return from_pretrained(AutoModelForSeq2SeqLM, ref, **overrides)
 
@@ -93,7 +93,7 @@ class Bert2BertGenerator(Seq2SeqGenerator):
     def load(cls, ref: str, config, **overrides: Any):
         from transformers import EncoderDecoderModel
 
-        from ecqg.models import from_pretrained
+        from ecqg.runtime.models import from_pretrained
 
         return from_pretrained(EncoderDecoderModel, ref, **overrides)
 
@@ -101,7 +101,7 @@ class Bert2BertGenerator(Seq2SeqGenerator):
     def from_encoder(cls, ref: str, tokenizer, **overrides: Any):
         from transformers import EncoderDecoderModel
 
-        from ecqg.models import resolve_model
+        from ecqg.runtime.models import resolve_model
 
         path = resolve_model(ref)
         kwargs = {f"{part}_{k}": v for k, v in overrides.items() for part in ("encoder", "decoder")}

@@ -41,8 +41,8 @@ def make_collator(tokenizer, model):
 def train_generator(model, tokenizer, examples: Sequence[Mapping[str, str]], output_dir: str | Path,
                     settings: Mapping[str, Any], *, seed: int, source_max_length: int = 256,
                     target_max_length: int = 64, progress: bool = True) -> dict:
-    """Train in place through :func:`ecqg.hf_training.train_with_checkpoints` (checkpoints, resume)."""
-    from ecqg.hf_training import train_with_checkpoints
+    """Train in place through :func:`ecqg.runtime.hf_training.train_with_checkpoints` (checkpoints, resume)."""
+    from ecqg.runtime.hf_training import train_with_checkpoints
 
     dataset = QGDataset(examples, tokenizer, model, source_max_length=source_max_length,
                         target_max_length=target_max_length)

@@ -29,16 +29,16 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ecqg import cli, paths
-from ecqg.io import write_text
+from ecqg.core import cli, paths
+from ecqg.core.io import write_text
 from ecqg.report.claim import claim_intro, claim_rows, render_claim, runs_text, test_text
-from ecqg.report.convergence import render_fine_tuning
+from ecqg.report.fine_tuning import render_fine_tuning
 from ecqg.report.dose import draw_dose_curve, figure_path, render_dose_curve
 from ecqg.report.evidence import claim_inputs
 from ecqg.report.questions import render_question_quality
-from ecqg.report.format import CLAIM_BLOCK, SYNTHETIC_STAGES, interval_text, load_metrics, md_table, missing_note, num
+from ecqg.report.markdown import CLAIM_BLOCK, SYNTHETIC_STAGES, interval_text, load_metrics, md_table, missing_note, num
 from ecqg.report.headline import headline, render_comparison
-from ecqg.report.mechanism import render_mechanism
+from ecqg.report.mechanism_section import render_mechanism
 from ecqg.report.related import render_poly_codes, render_pseudo_sets, render_questions, render_tempqg
 from ecqg.report.staleness import stale_banner, staleness
 from ecqg.report.sections import (render_attention_bias, render_encoder_comparison, render_generic,
@@ -195,13 +195,13 @@ def update_files(readme: str | Path, metrics_dir: str | Path, profile: str | Non
 
 
 def write_headline(metrics_dir: str | Path) -> Path:
-    from ecqg.io import write_json
+    from ecqg.core.io import write_json
 
     return write_json(Path(metrics_dir) / "headline.json", headline(metrics_dir))
 
 
 def _current_profile() -> str:
-    from ecqg import config
+    from ecqg.core import config
 
     return config.load()["profile"]
 
@@ -209,7 +209,7 @@ def _current_profile() -> str:
 def _declared(metrics_dir: Path) -> set[str] | None:
     """The metrics files the pipeline declares, when ``metrics_dir`` is the current profile's (else None: another
     profile's section is rendered from what its folder holds)."""
-    from ecqg import dvc_stages
+    from ecqg.tooling import dvc_stages
 
     if not Path("dvc.yaml").is_file() or not Path("params.yaml").is_file():
         return None
@@ -218,7 +218,7 @@ def _declared(metrics_dir: Path) -> set[str] | None:
 
 def unknown_profile(name: str) -> str | None:
     """Why ``name`` is not a profile (the profiles are the presets in ``params/``, listed), or None when it is one."""
-    from ecqg import config
+    from ecqg.core import config
 
     if name in config.PROFILES:
         return None

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ecqg import cli
+from ecqg.core import cli
 
 TEST_FILES = ("table3.json", "mechanism.json", "encoder_comparison.json")
 _TOPK = re.compile(r"^accuracy/([^/]+)/.+/top\d+$")

@@ -28,7 +28,7 @@ import numpy as np
 
 from ecqg.pipeline.evidence import ENTITY_SLICES, MOVED_MEASURE
 from ecqg.report import evidence
-from ecqg.report.format import interval_text, md_table, num, pval, subtree
+from ecqg.report.markdown import interval_text, md_table, num, pval, subtree
 from ecqg.analysis.stats import (ALPHA, ONE_RUN, POWER, detectable_effect, detectable_range, holm_checked, holm_levels,
                                  power_at, power_df, verdict)
 

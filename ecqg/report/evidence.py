@@ -217,7 +217,7 @@ def claim_inputs(metrics_dir: Path) -> dict:
     """Everything the claims table and the dose curve read from one profile's committed results: the metrics files
     and, where the profile has them, the per-run files (``evidence``)."""
     from ecqg.analysis.run_evidence import Evidence
-    from ecqg.report.format import load_metrics
+    from ecqg.report.markdown import load_metrics
 
     return {"table3": load_metrics(metrics_dir, "table3.json"),
             "comparison": load_metrics(metrics_dir, "encoder_comparison.json"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ecqg.report import evidence
-from ecqg.report.format import load_metrics, md_table, num
+from ecqg.report.markdown import load_metrics, md_table, num
 
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ecqg.qg.quality import BAR
-from ecqg.report.format import load_metrics, md_table
+from ecqg.report.markdown import load_metrics, md_table
 
 MEASURES = (("answer_in_passage", "answer in passage"), ("about_entity", "about its entity"),
             ("repeated_word", "word repeated back to back"), ("duplicate", "duplicate"), ("words", "words"),

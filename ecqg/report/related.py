@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ecqg.report import evidence
-from ecqg.report.format import label, md_table, num, pval, with_ci
+from ecqg.report.markdown import label, md_table, num, pval, with_ci
 from ecqg.analysis.stats import ONE_RUN, holm_checked, verdict
 
 

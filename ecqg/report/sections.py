@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ecqg.analysis.encoder_comparison import ENCODER_LABELS, PAPER
-from ecqg.io import read_json
+from ecqg.core.io import read_json
 from ecqg.pipeline.results import DATASET_LABELS, PAPER_TABLE3, SUBSET_LABELS
-from ecqg.report.convergence import training_runs
-from ecqg.report.format import (BASE_ENCODER_NOTE, KS, STAGE_ORDER, TABLE3_ORDER, accuracy_cell, label,
+from ecqg.report.fine_tuning import training_runs
+from ecqg.report.markdown import (BASE_ENCODER_NOTE, KS, STAGE_ORDER, TABLE3_ORDER, accuracy_cell, label,
                                  load_metrics, md_table, num, ordered, pval, with_ci)
 
 
@@ -262,7 +262,7 @@ def render_generic(metrics: Mapping, title: str) -> str:
 
 def render_wall_times(metrics_dir: Path, declared: set[str] | None = None) -> str:
     """Every stage's wall time (``stage_<name>.json``), in pipeline order, and the total. ``declared``: the metrics
-    files the current pipeline declares (``ecqg.dvc_stages.metric_files``); stage files outside it are left from an
+    files the current pipeline declares (``ecqg.tooling.dvc_stages.metric_files``); stage files outside it are left from an
     earlier run of the profile (more seeds, a renamed stage) and are left out, and counted."""
     times, nodes, stale = {}, {}, []
     for path in sorted(metrics_dir.glob("stage_*.json")):

@@ -119,7 +119,8 @@ def stale_banner(count: int) -> str:
 def staleness(profile: str, root: str | Path = ".") -> tuple[str, int | None]:
     """The results page's section (the stale stages and what changed, or that none is, or that no lock was kept)
     and the number of stale stages (None when no lock was kept)."""
-    from ecqg import config, dvc_stages
+    from ecqg.core import config
+    from ecqg.tooling import dvc_stages
 
     root = Path(root)
     head = "#### Stages stale against the committed code\n\n"

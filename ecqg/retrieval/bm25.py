@@ -23,9 +23,9 @@ from typing import Iterable, Iterator, Mapping
 from tqdm.auto import tqdm
 
 import ecqg  # noqa: F401  (sets OPENAI_API_KEY before pyserini is imported)
-from ecqg.doctor import require_java
-from ecqg.errors import DataFormatError
-from ecqg.io import atomic_path, write_json
+from ecqg.core.java import require_java
+from ecqg.core.errors import DataFormatError
+from ecqg.core.io import atomic_path, write_json
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ Why this shape:
   (:func:`encode_corpus`, :func:`encode_part`) share one row layout and one chunk loop; apart, each would have to
   restate it.
 
-A run is ``dict[qid, list[(passage id, score)]]``, best first (see :mod:`ecqg.evaluation`).
+A run is ``dict[qid, list[(passage id, score)]]``, best first (see :mod:`ecqg.retrieval.evaluation`).
 """
 
 from __future__ import annotations
@@ -35,15 +35,15 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ecqg.io import atomic_path, write_json
+from ecqg.core.io import atomic_path, write_json
 from ecqg.retrieval.faiss_index import INDEX_FILE, build_index, index_rows, load_index, search
-from ecqg.models import inference
+from ecqg.runtime.models import inference
 from ecqg.retrieval.tokenized_corpus import TokenizedCorpus
 from ecqg.retrieval.tokens import tokenize_threads
 
 log = logging.getLogger(__name__)
 
-Run = dict[str, list[tuple[str, float]]]  # as ecqg.evaluation.Run (not imported: that module loads pyserini)
+Run = dict[str, list[tuple[str, float]]]  # as ecqg.retrieval.evaluation.Run (not imported: that module loads pyserini)
 
 EMBEDDINGS_FILE, IDS_FILE, META_FILE = "embeddings.npy", "ids.json", "meta.json"
 DTYPES = ("float32", "float16")
@@ -354,7 +354,7 @@ def encode_corpus(model, corpus: str | Path, out_dir: str | Path, total: int, *,
 
     ``tokenized``: the corpus already tokenised (stage ``tokenize_corpus``, :mod:`ecqg.retrieval.tokenized_corpus`),
     read instead of the text, after checking it was made with this model's tokenizer and passage length.
-    ``processes`` above 1 splits the rows over torchrun workers (:mod:`ecqg.parallel`; ``params`` gives its
+    ``processes`` above 1 splits the rows over torchrun workers (:mod:`ecqg.runtime.parallel`; ``params`` gives its
     settings): each writes whole chunks of its block into the one file, so the vectors are the single process's.
     A worker starts at its block's first row of the tokenised corpus (from the text: reads up to it, seconds per
     million passages)."""
@@ -369,7 +369,7 @@ def encode_corpus(model, corpus: str | Path, out_dir: str | Path, total: int, *,
                          prefetch)
         del matrix
     else:
-        from ecqg import parallel
+        from ecqg.runtime import parallel
 
         del matrix
         with parallel.job_directory("encode") as job_dir:
@@ -399,7 +399,7 @@ def _corpus_source(model, corpus: str | Path, tokenized: str | Path | None, tota
 
 def encode_part(job: Mapping, rank: int, world: int, job_dir: Path) -> list[str]:
     """One torchrun worker of :func:`encode_corpus`: whole chunks of its block into its rows of the shared file."""
-    from ecqg.parallel import MODEL_DIR, block
+    from ecqg.runtime.parallel import MODEL_DIR, block
     from ecqg.retrieval.retriever import load_retriever
 
     model = load_retriever(Path(job_dir) / MODEL_DIR)

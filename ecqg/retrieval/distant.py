@@ -3,7 +3,7 @@
 DPR (Karpukhin et al. 2020, sec. 5.1) trains on NQ with positive = the highest-ranked BM25 passage that contains an
 answer, and hard negative = the top BM25 passage that does not. We do the same for NQ dev questions, whose gold
 passages are not in our corpus. Answer containment is DPR's has_answer on the passage *text* (not the title), via
-:class:`ecqg.text.TokenizedPassages` so each passage is tokenised once. Questions with no answer-bearing passage in the
+:class:`ecqg.data.text.TokenizedPassages` so each passage is tokenised once. Questions with no answer-bearing passage in the
 top ``depth`` are dropped and counted, never silently.
 """
 
@@ -15,8 +15,8 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
-from ecqg.errors import DataFormatError
-from ecqg.text import TokenizedPassages, dpr_tokens
+from ecqg.core.errors import DataFormatError
+from ecqg.data.text import TokenizedPassages, dpr_tokens
 
 log = logging.getLogger(__name__)
 

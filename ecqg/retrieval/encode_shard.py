@@ -17,11 +17,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ecqg import cli, device
-from ecqg.config import PARAMS_FILE, load
+from ecqg.core import cli, device
+from ecqg.core.config import PARAMS_FILE, load
 from ecqg.data.records import read_corpus
 from ecqg.retrieval import dense
-from ecqg.logs import setup_logging
+from ecqg.core.logs import setup_logging
 from ecqg.retrieval.retriever import load_retriever
 
 

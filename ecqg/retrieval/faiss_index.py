@@ -19,12 +19,12 @@ import faiss
 import numpy as np
 from tqdm.auto import tqdm
 
-from ecqg.io import atomic_path, write_json
-from ecqg.retrieval.choices import INDEX_KINDS
+from ecqg.core.io import atomic_path, write_json
+from ecqg.core.choices import INDEX_KINDS
 
 log = logging.getLogger(__name__)
 
-Run = dict[str, list[tuple[str, float]]]  # as ecqg.evaluation.Run (not imported: that module loads pyserini)
+Run = dict[str, list[tuple[str, float]]]  # as ecqg.retrieval.evaluation.Run (not imported: that module loads pyserini)
 IDS_FILE, INDEX_FILE, INDEX_META_FILE = "ids.json", "index.faiss", "index.json"
 _GPU_RESOURCES: list[Any] = []  # keep StandardGpuResources alive as long as the indexes that use them
 

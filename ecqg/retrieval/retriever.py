@@ -36,9 +36,9 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 import torch
 
-from ecqg.io import atomic_path
-from ecqg.registry import Registry
-from ecqg.retrieval.choices import RETRIEVERS
+from ecqg.core.io import atomic_path
+from ecqg.core.registry import Registry
+from ecqg.core.choices import RETRIEVERS
 from ecqg.retrieval.tokens import passage_features
 
 CONFIG_FILE = "retriever.json"
@@ -111,7 +111,7 @@ class Retriever(torch.nn.Module):
         config's fields, anything else goes to ``from_pretrained`` (e.g. ``attn_implementation="eager"``)."""
         from transformers import AutoModel, AutoTokenizer
 
-        from ecqg.models import from_pretrained
+        from ecqg.runtime.models import from_pretrained
 
         fields = {f.name for f in dataclasses.fields(cls.config_class)} - {"base_model"}
         chosen = {**cls.new_defaults, **{k: v for k, v in settings.items() if k in fields}}

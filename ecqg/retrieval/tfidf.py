@@ -38,8 +38,8 @@ import scipy.sparse as sp
 from sklearn.feature_extraction.text import HashingVectorizer, TfidfTransformer
 from tqdm.auto import tqdm
 
-from ecqg.errors import DataFormatError
-from ecqg.io import atomic_path, write_json
+from ecqg.core.errors import DataFormatError
+from ecqg.core.io import atomic_path, write_json
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ecqg.io import atomic_path
+from ecqg.core.io import atomic_path
 from ecqg.retrieval.tokens import ATTENTION_MASK, passage_features, tokenizer_fingerprint
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ def tokenize_corpus(corpus: str | Path, tokenizer, max_length: int, out_dir: str
 
     if not progress:
         datasets.disable_progress_bars()
-    from ecqg.config import host_cores
+    from ecqg.core.config import host_cores
 
     num_proc = max(1, num_proc or host_cores())
     keys = list(passage_features(tokenizer, ["t"], ["x"], max_length)[0])

@@ -37,9 +37,9 @@ def tokenize_threads(processes: int | None = None) -> int:
     one left for the loop feeding the device.
 
     Why: one tokenizer thread gave 2,200 bert-base passages/s on an H100 host while the GPU encodes 7,300
-    (``bench/gpu_check.py``, 27 Nov 2026); ``TOKENIZERS_PARALLELISM`` stays false (``ecqg/env.py``) because the
+    (``bench/gpu_check.py``, 27 Nov 2026); ``TOKENIZERS_PARALLELISM`` stays false (``ecqg/core/env.py``) because the
     tokenizer's own threads do not survive the forks of torchrun and DataLoader workers, so the split is ours."""
-    from ecqg.config import host_cores
+    from ecqg.core.config import host_cores
 
     sharing = processes if processes is not None else int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     return max(1, min(8, host_cores() // max(1, sharing) - 1))
@@ -275,7 +275,7 @@ class _RecordRows:
 def _write_cache(directory: Path, identity: dict, questions: TokenStore, passages: TokenStore) -> None:
     """``questions.arrow`` and ``passages.arrow`` (Arrow IPC files, one record batch of ``large_list`` columns), then
     the card; a directory another process completed first is kept."""
-    from ecqg.io import atomic_path
+    from ecqg.core.io import atomic_path
 
     if (directory / CACHE_CARD).is_file():
         return

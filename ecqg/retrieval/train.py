@@ -77,12 +77,12 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from ecqg.io import complete_checkpoints, remove_directory, write_json, write_jsonl
+from ecqg.core.io import complete_checkpoints, remove_directory, write_json, write_jsonl
 from ecqg.retrieval import convergence
 from ecqg.retrieval import loader, train_memory
 from ecqg.retrieval.contrastive import ContrastiveStep, EncoderModule, GradientReducer
 from ecqg.retrieval.retriever import Retriever
-from ecqg.retrieval.train_config import AUTO, TrainConfig
+from ecqg.core.train_config import AUTO, TrainConfig
 from ecqg.retrieval.tokens import TrainingTokens, tokenize_threads
 from ecqg.retrieval.train_data import check_records, data_fingerprint, epoch_batches
 from ecqg.retrieval.validation import evaluate_biencoder
@@ -108,7 +108,7 @@ _RESUME_FREE = {"checkpoint_every", "keep_checkpoints", "eval_every", "eval_batc
 # configuration
 
 
-# TrainConfig (the settings and their rules) lives in ecqg.retrieval.train_config, which params validation reads too.
+# TrainConfig (the settings and their rules) lives in ecqg.core.train_config, which params validation reads too.
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -177,7 +177,7 @@ def make_accelerator(config: TrainConfig):
     from accelerate import Accelerator
     from accelerate.utils import DataLoaderConfiguration, DistributedDataParallelKwargs
 
-    from ecqg.hf_training import fresh_accelerator_state, resolve_mixed_precision
+    from ecqg.runtime.hf_training import fresh_accelerator_state, resolve_mixed_precision
 
     precision = resolve_mixed_precision(config.mixed_precision)
     fresh_accelerator_state(precision)
@@ -367,7 +367,7 @@ class _Trainer:
 
     def _snapshot(self, prog: _Progress, epoch_end: bool) -> dict:
         """Validate a snapshot; an epoch end that beats every earlier one is saved as ``<output>/best/``."""
-        from ecqg.io import atomic_path
+        from ecqg.core.io import atomic_path
 
         out: dict = {}
         if self.acc.is_main_process:

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ecqg.errors import DataFormatError
+from ecqg.core.errors import DataFormatError
 
 log = logging.getLogger(__name__)
 

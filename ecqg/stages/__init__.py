@@ -1,4 +1,4 @@
-"""Pipeline stages run by DVC. Each stage module has a ``main()``; notebooks run through :mod:`ecqg.notebook`.
+"""Pipeline stages run by DVC. Each stage module has a ``main()``; notebooks run through :mod:`ecqg.tooling.notebook`.
 
 Every stage records its wall time, the day it finished (UTC) and whatever figures it wants to keep in
 ``results/<profile>/stage_<name>.json``.
@@ -13,9 +13,9 @@ import platform
 import time
 from typing import Iterator
 
-from ecqg import device, paths
-from ecqg.io import write_json
-from ecqg.logs import setup_logging
+from ecqg.core import device, paths
+from ecqg.core.io import write_json
+from ecqg.core.logs import setup_logging
 
 log = logging.getLogger("ecqg")
 

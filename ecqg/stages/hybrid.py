@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from ecqg import cli, config, variants
+from ecqg.core import cli, config, variants
 from ecqg.pipeline.hybrid import fuse_with_bm25
 from ecqg.stages import timed_stage
 

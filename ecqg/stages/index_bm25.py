@@ -3,7 +3,7 @@
 import sys
 from collections.abc import Sequence
 
-from ecqg import cli, config, paths
+from ecqg.core import cli, config, paths
 from ecqg.data.records import read_corpus
 from ecqg.retrieval.bm25 import build_bm25_index
 from ecqg.stages import timed_stage

@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from ecqg import cli
-from ecqg.io import write_json
+from ecqg.core import cli
+from ecqg.core.io import write_json
 
 
 def digest(path: str | Path, chunk: int = 1 << 20) -> dict:

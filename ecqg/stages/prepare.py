@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from ecqg import cli, config, paths
+from ecqg.core import cli, config, paths
 from ecqg.data import records
 from ecqg.data.dpr import check_positives, read_dpr_retriever_json, read_qas, write_dpr_retriever_json
 from ecqg.data.fields import SeenIds
-from ecqg.errors import DataFormatError
-from ecqg.io import read_jsonl, write_jsonl
+from ecqg.core.errors import DataFormatError
+from ecqg.core.io import read_jsonl, write_jsonl
 from ecqg.stages import log, timed_stage
 
 REGEX_SETS = {"trec"}  # CuratedTREC answers are regular expressions (DPR's convention)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from ecqg import cli, config
+from ecqg.core import cli, config
 from ecqg.pipeline.pseudo import build_sets, write_sets
 from ecqg.stages import timed_stage
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import time
 
-from ecqg import cli, config, paths
-from ecqg.run_files import write_run
-from ecqg.io import read_jsonl
+from ecqg.core import cli, config, paths
+from ecqg.retrieval.run_files import write_run
+from ecqg.core.io import read_jsonl
 from ecqg.stages import log, timed_stage
 
 SYSTEMS = ("bm25", "tfidf")

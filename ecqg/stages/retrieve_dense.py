@@ -9,9 +9,9 @@ after pre-training: ``mixed_pre``) uses the model notebook 05 trained with that 
 
 from __future__ import annotations
 
-from ecqg import cli, config, variants
+from ecqg.core import cli, config, variants
 from ecqg.pipeline.dense import UNTRAINED
-from ecqg.pipeline.dense_retrieval import retrieve_all
+from ecqg.pipeline.retrieve_dense import retrieve_all
 from ecqg.stages import timed_stage
 
 

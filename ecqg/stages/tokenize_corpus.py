@@ -4,7 +4,7 @@ the profile (:mod:`ecqg.retrieval.tokenized_corpus`; ``datasets.map`` over the h
 import sys
 from collections.abc import Sequence
 
-from ecqg import cli, config, paths
+from ecqg.core import cli, config, paths
 from ecqg.stages import timed_stage
 
 
@@ -12,7 +12,7 @@ def main(argv: Sequence[str] = ()) -> int:
     cli.parser("ecqg.stages.tokenize_corpus", __doc__).parse_args(argv)
     from transformers import AutoTokenizer
 
-    from ecqg.models import from_pretrained
+    from ecqg.runtime.models import from_pretrained
     from ecqg.retrieval.tokenized_corpus import tokenize_corpus
 
     params = config.load()

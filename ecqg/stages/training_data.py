@@ -10,10 +10,10 @@ Two parts, both with BM25 hard negatives (DPR's recipe):
 import sys
 from collections.abc import Sequence
 
-from ecqg import cli, config, paths
+from ecqg.core import cli, config, paths
 from ecqg.data.dpr import read_dpr_retriever_json, write_dpr_retriever_json
 from ecqg.data.records import read_corpus, read_nq_dev
-from ecqg.io import read_jsonl
+from ecqg.core.io import read_jsonl
 from ecqg.retrieval.bm25 import BM25Searcher
 from ecqg.retrieval.distant import bm25_distant_supervision, gold_training_records
 from ecqg.stages import timed_stage

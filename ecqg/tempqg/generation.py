@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
-from ecqg.schemes import TEMPQG
+from ecqg.core.schemes import TEMPQG
 from ecqg.qg.format import SEPARATOR
 
 

@@ -81,8 +81,8 @@ def blank_entities(question: str, spans: Sequence[tuple[int, int]], specific: Se
 
 def ner_labels() -> tuple[str, ...]:
     """Every label the bundled spaCy NER predicts: templates blank specific entities of any kind (dates and numbers
-    too, which :data:`ecqg.text.ENTITY_TYPES` leaves out of the conditioning candidates)."""
-    from ecqg.models import load_spacy
+    too, which :data:`ecqg.data.text.ENTITY_TYPES` leaves out of the conditioning candidates)."""
+    from ecqg.runtime.models import load_spacy
 
     return tuple(load_spacy().get_pipe("ner").labels)
 
@@ -90,8 +90,8 @@ def ner_labels() -> tuple[str, ...]:
 def extract_templates(questions: Sequence[str], passages: Iterable[str], min_df: int, *,
                       nlp_batch_size: int = 64) -> tuple[list[str], dict[str, int]]:
     """Each question's raw template and the document frequency of every entity seen (spaCy NER through
-    :func:`ecqg.text.analyze`, every label, every occurrence)."""
-    from ecqg.text import analyze
+    :func:`ecqg.data.text.analyze`, every label, every occurrence)."""
+    from ecqg.data.text import analyze
 
     if min_df < 1:
         raise ValueError(f"min_df must be >= 1, got {min_df!r}")

@@ -13,12 +13,12 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ecqg.io import read_json
+from ecqg.core.io import read_json
 from ecqg.analysis.mechanism import THIRDS
-from ecqg.probes import BUCKETS
+from ecqg.retrieval.probes import BUCKETS
 from ecqg.pipeline.finetune_curve import BASELINE
 from ecqg.pipeline.results import DATASET_LABELS
-from ecqg.report.format import LABELS, TABLE3_ORDER, label, md_table, num, ordered, pval, with_ci
+from ecqg.report.markdown import LABELS, TABLE3_ORDER, label, md_table, num, ordered, pval, with_ci
 
 CURVE_KS = (1, 20)          # the curve's Top-k on the page (the metrics hold every k of evaluation.ks)
 _RUN_FILE = re.compile(r"^dpr_(?P<variant>.+?)(?P<pre>_pre)?_s(?P<seed>\d+)_training$")

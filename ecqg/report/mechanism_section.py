@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ecqg.report.format import TABLE3_ORDER, accuracy_cell, label, md_table, num, ordered, pval, with_ci
+from ecqg.report.markdown import TABLE3_ORDER, accuracy_cell, label, md_table, num, ordered, pval, with_ci
 
 
 
@@ -44,7 +44,7 @@ def render_mechanism(mech: Mapping) -> str:
     """Notebook 07: Top-k by answer position with PSI, by the baseline's attention to the answer entity, and the
     moved-sentence gaps, each with CIs and paired differences of the dense variants."""
     from ecqg.analysis.mechanism import THIRDS
-    from ecqg.probes import BUCKETS
+    from ecqg.retrieval.probes import BUCKETS
 
     out = ["#### Where the method acts (notebook 07)\n"]
     setting = mech.get("setting", {})

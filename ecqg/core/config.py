@@ -1,7 +1,7 @@
 """Parameters: load ``params.yaml``, overlay profile presets, validate every value at load time.
 
 ``params/mini.yaml`` is the complete base; ``params/<profile>.yaml`` lists only what a profile changes.
-``python -m ecqg.config use smoke`` (``make profile P=smoke``) writes ``params.yaml`` = base + overlay, keeping the
+``python -m ecqg.core.config use smoke`` (``make profile P=smoke``) writes ``params.yaml`` = base + overlay, keeping the
 base file's comments, so DVC sees exactly which values changed and reruns only what depends on them.
 
 Size: one module, because its bulk is one table (``RULES``, a line per parameter): the params schema in one place.
@@ -21,21 +21,21 @@ from typing import Any, Callable
 
 import yaml
 
-from ecqg import cli
-from ecqg.device import MIXED_PRECISION, is_valid_setting
-from ecqg.errors import ConfigError
-from ecqg.retrieval import train_config
-from ecqg.retrieval.choices import INDEX_KINDS, RETRIEVERS
-from ecqg.variants import ALL as VARIANTS_ALL
-from ecqg.variants import TABLE as VARIANT_TABLE
-from ecqg.variants import paper_variants
+from ecqg.core import cli
+from ecqg.core.device import MIXED_PRECISION, is_valid_setting
+from ecqg.core.errors import ConfigError
+from ecqg.core import train_config
+from ecqg.core.choices import INDEX_KINDS, RETRIEVERS
+from ecqg.core.variants import ALL as VARIANTS_ALL
+from ecqg.core.variants import TABLE as VARIANT_TABLE
+from ecqg.core.variants import paper_variants
 
 PARAMS_FILE = Path("params.yaml")
 PRESETS_DIR = Path("params")
 BASE_PROFILE = "mini"
 # The profiles are the presets in params/ (a new one is one file: its overlay of mini), found beside the package so a
 # run from any directory knows them; the tuple is for argparse choices and the rules below.
-PROFILES = tuple(sorted(p.stem for p in (Path(__file__).resolve().parents[1] / PRESETS_DIR).glob("*.yaml")))
+PROFILES = tuple(sorted(p.stem for p in (Path(__file__).resolve().parents[2] / PRESETS_DIR).glob("*.yaml")))
 SYNTHETIC_POOLS = ("corpus", "all")   # data.synthetic_pool
 
 
@@ -61,7 +61,7 @@ def _paths(v):
 
 def _train_rules(prefix: str) -> dict:
     """The rules of a Hugging Face Trainer block (the generators, the reader, TempQG's generator;
-    ``ecqg.hf_training``); a DPR training block's are TrainConfig's (:mod:`ecqg.retrieval.train_config`)."""
+    ``ecqg.runtime.hf_training``); a DPR training block's are TrainConfig's (:mod:`ecqg.core.train_config`)."""
     return {
         f"{prefix}.lr": ((float,), _positive, "a number > 0"),
         f"{prefix}.epochs": ((int,), _positive, "an integer > 0"),
@@ -305,7 +305,7 @@ def _sets_reach_their_size(flat: dict) -> str | None:
     is taken from them) and Mixed ``total / 2`` conditioned ones, even when the keep rates come out ``yields.margin``
     below the measured yields (a share: the pools x (1 - margin) must reach the sizes); refuse, naming the keys,
     when the sampling counts fall short. The mixing stage refuses a short pool at run time too
-    (:func:`ecqg.mixing.build_sets`)."""
+    (:func:`ecqg.filtering.mixing.build_sets`)."""
     if not flat["mixing.require_total"]:
         return None
     pools, total, margin = expected_pools(flat), flat["mixing.total"], flat["yields.margin"]
@@ -656,7 +656,7 @@ def write_profile(profile: str, target: Path = PARAMS_FILE, presets_dir: Path = 
                   force: bool = False) -> Path:
     """Write ``target`` = base preset with the profile overlay, keeping the base file's comments. Refuses to
     overwrite hand edits unless ``force`` (then the edited file is kept as ``<target>.bak``)."""
-    from ecqg.io import write_text
+    from ecqg.core.io import write_text
 
     edits = hand_edits(target, presets_dir)
     if edits and not force:
@@ -670,7 +670,7 @@ def write_profile(profile: str, target: Path = PARAMS_FILE, presets_dir: Path = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = cli.parser("ecqg.config", __doc__, paragraphs=2)
+    parser = cli.parser("ecqg.core.config", __doc__, paragraphs=2)
     sub = parser.add_subparsers(dest="command", required=True)
     use = sub.add_parser("use", help="write params.yaml for a profile")
     use.add_argument("profile", choices=PROFILES)

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from ecqg.device import MIXED_PRECISION
-from ecqg.io import CHECKPOINT_DIR, checkpoint_step
+from ecqg.core.device import MIXED_PRECISION
+from ecqg.core.io import CHECKPOINT_DIR, checkpoint_step
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ SETTINGS = ("lr", "epochs", "batch_size", "warmup_ratio", "weight_decay", "max_s
 
 def complete_checkpoints(output_dir: str | Path) -> list[Path]:
     """``checkpoint-N`` directories holding ``trainer_state.json`` (written last by Trainer), oldest first."""
-    from ecqg.io import complete_checkpoints as complete
+    from ecqg.core.io import complete_checkpoints as complete
 
     return complete(output_dir, "trainer_state.json")
 
@@ -47,10 +47,10 @@ def remove_incomplete_checkpoints(output_dir: str | Path) -> list[Path]:
 
 def native_bf16() -> bool:
     """Whether bfloat16 runs in hardware where training runs (the GPU Accelerate picks, else the CPU): see
-    :func:`ecqg.device.native_bf16`."""
+    :func:`ecqg.core.device.native_bf16`."""
     import torch
 
-    from ecqg.device import native_bf16 as native
+    from ecqg.core.device import native_bf16 as native
 
     return native("cuda" if torch.cuda.is_available() else "cpu")
 

@@ -1,7 +1,7 @@
-"""Check that the machine can run the pipeline, and say what is missing in plain words.
+"""The Java runtime pyserini needs: found, new enough, and said in plain words before pyserini is imported.
 
-Run by ``make install`` (so a broken set-up fails at install time, not twenty minutes into ``dvc repro``) and by hand
-with ``python -m ecqg.doctor``.
+Why in the core: BM25 (research code) checks it before every Lucene call, and the doctor (the repository's machinery)
+lists it with the other set-up problems; neither should import the other.
 """
 
 from __future__ import annotations
@@ -11,10 +11,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
-from collections.abc import Sequence
-
-from ecqg import cli
 
 
 def java_major_version() -> int | None:
@@ -45,37 +41,4 @@ def require_java() -> None:
     not say what to install."""
     problem = java_problem()
     if problem is not None:
-        raise RuntimeError(f"{problem} (python -m ecqg.doctor checks the whole set-up)")
-
-
-def check() -> list[str]:
-    """Return a list of problems (empty when everything needed is there)."""
-    problems = []
-    problem = java_problem()
-    if problem is not None:
-        problems.append(problem)
-    from ecqg.models import bundled_encoder_path, load_spacy
-
-    try:
-        bundled_encoder_path()
-    except Exception as exc:  # report, don't crash: doctor lists every problem at once
-        problems.append(str(exc))
-    try:
-        load_spacy()
-    except Exception as exc:
-        problems.append(str(exc))
-    return problems
-
-
-def main(argv: Sequence[str] = ()) -> int:
-    cli.parser("ecqg.doctor", __doc__, paragraphs=2).parse_args(argv)
-    problems = check()
-    for problem in problems:
-        print(f"ecqg doctor: {problem}", file=sys.stderr)
-    if not problems:
-        print("ecqg doctor: java, bundled encoder and spaCy model found")
-    return 1 if problems else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+        raise RuntimeError(f"{problem} (python -m ecqg.tooling.doctor checks the whole set-up)")

@@ -136,7 +136,7 @@ def analyze(texts: Sequence[str], batch_size: int = 64, n_process: int = 1, type
 
     One ``nlp.pipe`` over all texts with the components NER and sentence splitting do not need switched off.
     """
-    from ecqg.models import load_spacy
+    from ecqg.runtime.models import load_spacy
 
     nlp = load_spacy(model, disable=SPACY_UNUSED)
     wanted = frozenset(types)

@@ -3,7 +3,7 @@ the probe that stage 05 scores at every fine-tuning snapshot.
 
 Definitions: the gold passage of a question is the first of its ``gold_ids`` whose text contains an answer (DPR's
 has_answer: NFD, DrQA tokens, uncased); the answer's position is its earliest token-sequence match, mapped back to
-characters of the original text; sentences are spaCy's (``ecqg.text.analyze``). Questions without such a passage
+characters of the original text; sentences are spaCy's (``ecqg.data.text.analyze``). Questions without such a passage
 are left out and counted. The moved-sentence probe (the design of Fayyaz et al., ACL 2025) scores a question against
 its gold passage with the answer sentence moved to the front and to the end.
 
@@ -21,9 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ecqg import evaluation
-from ecqg.errors import DataFormatError
-from ecqg.text import Analysis, _TOKEN_RE, dpr_tokens
+from ecqg.retrieval import evaluation
+from ecqg.core.errors import DataFormatError
+from ecqg.data.text import Analysis, _TOKEN_RE, dpr_tokens
 
 BUCKETS = ("sentence 1", "sentence 2", "sentence 3+")
 
@@ -51,7 +51,7 @@ def _nfd_tokens(text: str) -> tuple[list[str], list[int], list[int]]:
 def answer_span(text: str, answers: Sequence[str]) -> tuple[int, int] | None:
     """Character span of the earliest answer occurrence in ``text`` (DPR's token-sequence match), or None.
 
-    Found exactly when ``ecqg.text.has_answer(text, answers)`` is true (a test checks both on the same inputs).
+    Found exactly when ``ecqg.data.text.has_answer(text, answers)`` is true (a test checks both on the same inputs).
     """
     tokens, starts, ends = _nfd_tokens(text)
     best: tuple[int, int] | None = None

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ecqg.analysis.encoder_comparison import ENCODER_LABELS
-from ecqg.io import read_json
+from ecqg.core.io import read_json
 from ecqg.pipeline.results import SYSTEM_LABELS
 
 CLAIM_BLOCK = re.compile(r"<!-- claim:([A-Za-z0-9_-]+):(start|end) -->")

@@ -2,7 +2,7 @@
 
 A variant is a retriever kind, the synthetic sets it pre-trains on (in order; none: fine-tuned on gold data only),
 its label in Table 3, the seed list it trains with, and the comparisons it enters (A - B with it as A). From this
-table come the DVC stages that train and search with it (``python -m ecqg.dag`` writes them into dvc.yaml), its
+table come the DVC stages that train and search with it (``python -m ecqg.tooling.dag`` writes them into dvc.yaml), its
 model, checkpoint and run paths, Table 3's rows and labels, the pairs of notebooks 06 and 07 and the claims of the
 paper (the comparisons among the ``paper`` variants). Adding a variant is one entry in :data:`TABLE`
 (tests/test_variants.py adds a toy one and follows it through the DAG and the tables).
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ecqg import paths, schemes
+from ecqg.core import paths, schemes
 
 TEMPQG = schemes.TEMPQG.name       # the template-conditioned scheme names its set and its DPR variant too
 
@@ -57,7 +57,7 @@ class Variant:
 
     name: str
     label: str
-    kind: str | None = None                  # retriever kind (ecqg.retrieval.choices.RETRIEVERS); None: dpr.model
+    kind: str | None = None                  # retriever kind (ecqg.core.choices.RETRIEVERS); None: dpr.model
     pretrain: tuple[str, ...] = ()           # SETS, pre-trained on in this order, each phase from the last
     seeds: str = RELATED
     against: tuple[str, ...] = ()            # trained rows it is compared with (variant names, "bm25")
@@ -256,7 +256,7 @@ def paper_pairs(table: Sequence[Variant] | None = None) -> list[tuple[str, str]]
 
 
 # ----------------------------------------------------------------------------------------------- stage names
-# dvc.yaml's blocks (``python -m ecqg.dag``): a variant's pre-training and fine-tuning have blocks of their own
+# dvc.yaml's blocks (``python -m ecqg.tooling.dag``): a variant's pre-training and fine-tuning have blocks of their own
 # (``pretrain_uncon@2022``, ``finetune_baseline@2022``), except the variants of a group (ETM and RSM), which share one
 # (``finetune_pseudo@etm-2022``); retrieval needs no per-variant settings, so one block serves each seed list
 # (``retrieve_dense@mixed-2022``, ``retrieve_dense_related@tempqg-2022``, ``retrieve_dense_pseudo@etm-2022``, and

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ecqg.data.records import question_key, read_test_questions
-from ecqg.errors import DataFormatError
+from ecqg.core.errors import DataFormatError
 from ecqg.filtering import check_generated, passage_of
 
 log = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ def short_pools_message(uncon: int, con: int, total: int) -> str:
         short.append(f"Mixed needs {total // 2:,} conditioned questions, stage 03 kept {con:,} (raise "
                      "'attention.condition_passages')")
     return ("mixing: 'mixing.total' is {:,} and 'mixing.require_total' is true, but the filtered pools are short: "
-            .format(total) + "; ".join(short) + ". The keep rates came out below what `python -m ecqg.config check` "
+            .format(total) + "; ".join(short) + ". The keep rates came out below what `python -m ecqg.core.config check` "
             "planned with ('yields' less 'yields.margin'): raise the sampling count and rerun from stage 02 (or "
             "measure the yields on this run and raise 'yields.margin'), or set 'mixing.require_total: false' to let "
             "both sets shrink alike")
@@ -196,7 +196,7 @@ def answer_types(answers: Sequence[str], spacy_model: str = "bundled:en_core_web
     """One type per answer string: the spaCy NER label of its longest entity (any OntoNotes label), else DATE
     (a year, month or decade pattern), NUM (any digit) or OTHER. NER runs on the answer alone, which is cheaper
     than parsing every passage and good enough for a distribution."""
-    from ecqg.text import analyze
+    from ecqg.data.text import analyze
 
     out = []
     for answer, analysis in zip(answers, analyze(answers, types=ANSWER_LABELS, model=spacy_model)):

@@ -2,12 +2,12 @@
 
 Why one place: the paper profile runs on GPUs, and a step that forgets ``.to(device)`` does not fail, it runs on the
 host at a fraction of the speed (measured on an H100 machine: bert-base encoding 14.9 passages/s on the host's 16
-cores against 2,011 on the GPU). So no step picks a device itself: :func:`ecqg.models.inference`, the context every
+cores against 2,011 on the GPU). So no step picks a device itself: :func:`ecqg.runtime.models.inference`, the context every
 inference loop runs in, calls :func:`place`, and ``tests/test_device_policy.py`` fails when a model runs outside it.
 
 The setting is ``device`` in ``params.yaml``: ``auto`` (CUDA when a GPU is visible, else the CPU; under ``accelerate
 launch`` / ``torchrun`` each process takes the GPU of its ``LOCAL_RANK``), ``cpu``, ``cuda`` or ``cuda:N``. A stage
-applies it with :func:`configure` (``ecqg.stages.timed_stage`` and ``ecqg.notebook.load_params`` do); the environment
+applies it with :func:`configure` (``ecqg.stages.timed_stage`` and ``ecqg.tooling.notebook.load_params`` do); the environment
 variable ``ECQG_DEVICE`` overrides it for one run without touching params (and without rerunning DVC stages).
 
 Autocast (inference) per device: ``auto`` -> bfloat16 on a GPU that has it, else float16; on a CPU bfloat16 only
@@ -29,7 +29,7 @@ _SETTING = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 _configured = "auto"
 
 
-# Training precision settings (``mixed_precision`` in params; ``ecqg.hf_training`` resolves ``auto`` with
+# Training precision settings (``mixed_precision`` in params; ``ecqg.runtime.hf_training`` resolves ``auto`` with
 # :func:`native_bf16`): here, beside the device policy, so params validation reads them without importing training.
 MIXED_PRECISION = ("no", "bf16", "fp16", "auto")
 

@@ -1,5 +1,5 @@
 """The settings of one DPR training run with their rules, declared once: the trainer builds its config from them and
-params validation (``ecqg.config``: ``dpr.finetune``, ``dpr.pretrain``) reads the same rules.
+params validation (``ecqg.core.config``: ``dpr.finetune``, ``dpr.pretrain``) reads the same rules.
 
 Why here and not in :mod:`ecqg.retrieval.train`: params validation runs before any stage and must not import torch;
 and a rule written twice (it was: patience had one rule in ``config.py`` and another in the trainer) drifts.
@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ecqg.device import MIXED_PRECISION
+from ecqg.core.device import MIXED_PRECISION
 
 RULE = "rule"           # field metadata: (allowed types, check or None, what a valid value looks like)
 AUTO = "auto"           # grad_cache_chunk_size: decided at run time from the device's memory
@@ -112,5 +112,5 @@ def check(name: str, value) -> str | None:
 
 
 def rules(prefix: str, names: Sequence[str]) -> dict[str, Rule]:
-    """``{prefix.name: rule}`` for params validation (``ecqg.config.RULES``) of a params block holding ``names``."""
+    """``{prefix.name: rule}`` for params validation (``ecqg.core.config.RULES``) of a params block holding ``names``."""
     return {f"{prefix}.{name}": rule(name) for name in names}

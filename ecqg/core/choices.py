@@ -1,6 +1,6 @@
 """The names params may give for retrieval components, in one light module: the index builder
 (:mod:`ecqg.retrieval.dense`), the retriever registry (:mod:`ecqg.retrieval.retriever`) and params validation
-(:mod:`ecqg.config`, which must not import FAISS or torch) all read them from here."""
+(:mod:`ecqg.core.config`, which must not import FAISS or torch) all read them from here."""
 
 # FAISS index kinds and their settings with defaults.
 INDEX_KINDS = {

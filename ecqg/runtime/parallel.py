@@ -7,9 +7,9 @@ Accelerate, so these steps use the same launcher rather than a job runner of the
 
 How: with ``processes: N`` above 1 in params.yaml (``auto``: one per visible GPU, 1 on a CPU; the paper profiles'
 setting), the step saves the model it holds and a job description into a
-fresh directory, runs ``torchrun --standalone --nproc_per_node N -m ecqg.parallel <job dir>`` and waits, relaying
+fresh directory, runs ``torchrun --standalone --nproc_per_node N -m ecqg.runtime.parallel <job dir>`` and waits, relaying
 the processes' output. Each process learns its rank from Accelerate (``PartialState``), takes the GPU of its local
-rank (:mod:`ecqg.device`), and does one contiguous block of whole *units* — a sampling batch, a reader chunk, an
+rank (:mod:`ecqg.core.device`), and does one contiguous block of whole *units* — a sampling batch, a reader chunk, an
 encoding chunk — so every batch it forms is one that a single process would form; it writes its part, and the step
 merges the parts in rank order. The merged output is therefore the single process's, bit for bit on one device kind
 (``tests/test_parallel.py`` runs two CPU processes against one; on a CPU also at one thread count, since a matmul
@@ -37,8 +37,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from ecqg import cli, device, paths
-from ecqg.io import write_json
+from ecqg.core import cli, device, paths
+from ecqg.core.io import write_json
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def launch_command(job_dir: Path, n: int, launcher_args: list[str] | None = None
     """The torchrun command that starts ``n`` workers on ``job_dir`` (``launcher_args`` replace ``--standalone``)."""
     where = list(launcher_args) if launcher_args else ["--standalone"]
     return [sys.executable, "-m", "torch.distributed.run", *where, "--nproc_per_node", str(n),
-            "-m", "ecqg.parallel", str(job_dir)]
+            "-m", "ecqg.runtime.parallel", str(job_dir)]
 
 
 def run(task: str, job: Mapping[str, Any], job_dir: Path, params: Mapping, progress: bool = True) -> list[Any]:
@@ -150,7 +150,7 @@ def worker(job_dir: str | Path) -> int:
     """One process of a job: its rank from Accelerate, the device of its local rank, its block, its part file."""
     from accelerate import PartialState
 
-    from ecqg.io import atomic_path
+    from ecqg.core.io import atomic_path
 
     job_dir = Path(job_dir)
     job = json.loads((job_dir / JOB_FILE).read_text(encoding="utf-8"))
@@ -172,12 +172,12 @@ def _worker_function(task: str) -> Callable:
 def main(argv: Sequence[str] | None = None) -> int:
     """The worker's entry; torchrun's ``record`` puts a failing rank's traceback into its closing summary, the part
     of the output that :func:`run` shows."""
-    parser = cli.parser("ecqg.parallel", __doc__, usage="torchrun ... -m ecqg.parallel JOB_DIR")
+    parser = cli.parser("ecqg.runtime.parallel", __doc__, usage="torchrun ... -m ecqg.runtime.parallel JOB_DIR")
     parser.add_argument("job_dir", help="the job directory a step wrote (its job description and model)")
     job_dir = parser.parse_args(argv).job_dir
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    from ecqg.logs import setup_logging
+    from ecqg.core.logs import setup_logging
 
     setup_logging()
     return record(worker)(job_dir)

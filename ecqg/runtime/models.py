@@ -76,13 +76,13 @@ def from_pretrained(loader, ref: str, **kwargs):
 
 @contextlib.contextmanager
 def inference(model, autocast: str | None = None):
-    """Run a block with ``model`` on the device policy's device (:func:`ecqg.device.place`), ``model.eval()`` and
+    """Run a block with ``model`` on the device policy's device (:func:`ecqg.core.device.place`), ``model.eval()`` and
     ``torch.inference_mode``, under autocast to ``"float16"`` / ``"bfloat16"`` or ``"auto"`` (chosen for that
-    device: :func:`ecqg.device.autocast_dtype`); yields the device and restores the caller's train/eval mode.
+    device: :func:`ecqg.core.device.autocast_dtype`); yields the device and restores the caller's train/eval mode.
     Every inference loop of the project runs in here, so none picks a device of its own."""
     import torch
 
-    from ecqg.device import autocast_dtype, place
+    from ecqg.core.device import autocast_dtype, place
 
     device = place(model)
     autocast = autocast_dtype(autocast, device.type)

@@ -13,8 +13,8 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ecqg.errors import DataFormatError
-from ecqg.io import atomic_path, open_text, write_json
+from ecqg.core.errors import DataFormatError
+from ecqg.core.io import atomic_path, open_text, write_json
 
 Run = dict[str, list[tuple[str, float]]]
 

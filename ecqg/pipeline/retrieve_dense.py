@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 from typing import Mapping
 
-from ecqg import paths
-from ecqg.io import read_jsonl, remove_directory
+from ecqg.core import paths
+from ecqg.core.io import read_jsonl, remove_directory
 from ecqg.pipeline.dense import UNTRAINED, load_model, system_name
 
 
@@ -20,11 +20,12 @@ def retrieve_all(variant: str, params: Mapping, seed: int | None = None, progres
 
     Memory stays bounded by a chunk at any corpus size: the vectors stream to a memmap beside the index
     (``<index dir>.embeddings/``, removed once the index is saved) and FAISS adds them from there chunk by chunk.
-    With ``processes`` above 1 the encoding is split over torchrun workers (:mod:`ecqg.parallel`).
+    With ``processes`` above 1 the encoding is split over torchrun workers (:mod:`ecqg.runtime.parallel`).
     Before encoding, the memory and disk the index needs are estimated from the corpus size and the stage refuses,
     naming the setting, when they would not fit (:mod:`ecqg.retrieval.capacity`)."""
-    from ecqg import device, parallel
-    from ecqg.run_files import write_run
+    from ecqg.core import device
+    from ecqg.runtime import parallel
+    from ecqg.retrieval.run_files import write_run
     from ecqg.retrieval import capacity, dense, faiss_index
 
     if (variant == UNTRAINED) != (seed is None):

@@ -2,7 +2,7 @@
 
 Why: DVC reruns a stage only when one of its declared dependencies changes, so a stage must depend on every project
 module it imports, function-level and relative imports and package ``__init__`` files included, or a result could
-be stale while ``dvc status`` says "up to date". :mod:`ecqg.dag` writes these lists into dvc.yaml.
+be stale while ``dvc status`` says "up to date". :mod:`ecqg.tooling.dag` writes these lists into dvc.yaml.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import functools
 from collections.abc import Iterable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PACKAGE = "ecqg"
 
 
 def module_file(module: str, root: Path = REPO) -> Path | None:
-    """The file of a project module (``ecqg.text`` -> ecqg/text.py, a package -> its __init__.py), or None."""
+    """The file of a project module (``ecqg.data.text`` -> ecqg/data/text.py, a package -> its __init__.py), or None."""
     base = root / Path(*module.split("."))
     if base.with_suffix(".py").is_file():
         return base.with_suffix(".py")
@@ -83,7 +83,7 @@ def command_roots(cmd: str, root: Path = REPO) -> set[str]:
 
     words = cmd.split()
     roots = {words[2]}
-    if words[2] == "ecqg.notebook":
+    if words[2] == "ecqg.tooling.notebook":
         notebook = nbformat.read(root / "notebooks" / f"{words[3]}.ipynb", as_version=4)
         for cell in notebook.cells:
             if cell.cell_type == "code":

@@ -157,7 +157,7 @@ _READ_ERRORS = (EOFError, gzip.BadGzipFile, UnicodeDecodeError, zlib.error)
 def _unreadable(path: str | Path, where: str, exc: Exception):
     """A DataFormatError naming the file and where reading stopped: a truncated .gz (EOFError), a file that is not
     gzip at all, or bytes that are not UTF-8, instead of the bare exception from deep inside the codec."""
-    from ecqg.errors import DataFormatError
+    from ecqg.core.errors import DataFormatError
 
     if isinstance(exc, UnicodeDecodeError):
         problem = f"not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at offset {exc.start} of the line)"
@@ -190,7 +190,7 @@ def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, record)``; a line that is not a JSON object raises DataFormatError naming the line."""
-    from ecqg.errors import DataFormatError
+    from ecqg.core.errors import DataFormatError
 
     for line_no, line in read_lines(path):
         if not line.strip():
@@ -206,7 +206,7 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 def read_json(path: str | Path, expected: type, what: str) -> Any:
     """Parse a whole JSON file; a syntax error or a top-level value of the wrong type names the file (and line)."""
-    from ecqg.errors import DataFormatError
+    from ecqg.core.errors import DataFormatError
 
     with open_text(path) as handle:
         try:
@@ -233,7 +233,7 @@ def read_tsv_rows(path: str | Path, columns: Sequence[str] = ()) -> Iterator[tup
     import itertools
     import sys
 
-    from ecqg.errors import DataFormatError
+    from ecqg.core.errors import DataFormatError
 
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # psgs_w100 passages are long fields
     ended: list[bool] = []
@@ -265,7 +265,7 @@ def _end_of_file(ended: list[bool]) -> Iterator[str]:
 def _row_across_lines(path: str | Path, line: int, last: int, at_end: bool, row: list[str], columns: Sequence[str]):
     """The DataFormatError for a row whose quoted field runs past the end of its line (``last``: the line where the
     parser stopped; past the file's end when ``at_end``)."""
-    from ecqg.errors import DataFormatError
+    from ecqg.core.errors import DataFormatError
 
     index = next((i for i, value in enumerate(row) if "\n" in value), len(row) - 1)
     field = columns[index] if index < len(columns) else f"column {index + 1}"

@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ecqg.errors import DataFormatError
-from ecqg.paths import PSEUDO_KINDS as KINDS
+from ecqg.core.errors import DataFormatError
+from ecqg.core.paths import PSEUDO_KINDS as KINDS
 _WORD = re.compile(r"(?u)\b\w\w+\b")   # scikit-learn's default token pattern
 
 

@@ -1,6 +1,6 @@
 """Execute a numbered notebook headlessly with papermill, as a DVC stage.
 
-``python -m ecqg.notebook 05_dpr_training [--tag baseline] [-p name value ...]`` runs ``notebooks/<name>.ipynb``
+``python -m ecqg.tooling.notebook 05_dpr_training [--tag baseline] [-p name value ...]`` runs ``notebooks/<name>.ipynb``
 with ``params_file=params.yaml`` (and the ``-p`` values) injected, streams its output so progress shows in the DVC
 log, writes the executed copy to ``outputs/notebooks/<name>[.<tag>].ipynb`` atomically (a failed run leaves the
 failing notebook next to it as ``<name>[.<tag>].failed.ipynb`` for inspection, never a file that looks complete) and
@@ -18,8 +18,8 @@ import os
 import sys
 from pathlib import Path
 
-from ecqg import cli, config, device, paths
-from ecqg.io import atomic_path
+from ecqg.core import cli, config, device, paths
+from ecqg.core.io import atomic_path
 from ecqg.stages import timed_stage
 
 
@@ -87,7 +87,7 @@ def published(notebook: dict) -> dict:
 def publish(executed: Path, target: Path) -> Path:
     import json
 
-    from ecqg.io import write_text
+    from ecqg.core.io import write_text
 
     notebook = json.loads(executed.read_text(encoding="utf-8"))
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -95,7 +95,7 @@ def publish(executed: Path, target: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = cli.parser("ecqg.notebook", __doc__, paragraphs=2)
+    parser = cli.parser("ecqg.tooling.notebook", __doc__, paragraphs=2)
     parser.add_argument("name", help="notebook name without .ipynb, e.g. 06_results_and_attention_entropy")
     parser.add_argument("--tag", help="name of this run (a variant); also passed to the notebook as `variant`")
     parser.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),

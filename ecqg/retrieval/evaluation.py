@@ -1,7 +1,7 @@
 """Retrieval evaluation: DPR has_answer hits and top-k per question, the subsets of a test set.
 
 Why this shape: every number in the results table comes from one boolean matrix ``hits[q, r]`` ("the passage at rank
-r+1 for question q contains an answer"), computed once per run with DPR's exact matching (``ecqg.text``). Top-k
+r+1 for question q contains an answer"), computed once per run with DPR's exact matching (``ecqg.data.text``). Top-k
 accuracy, subsets and (in :mod:`ecqg.analysis.tables`) confidence intervals and paired comparisons are then cheap
 numpy over that matrix, so a notebook can re-slice results without re-reading passages. A model trained with several
 seeds gives a stack ``hits[q, s, r]`` (question x seed x rank). Training's validation scores its held-out questions
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ecqg.errors import DataFormatError
-from ecqg.run_files import RunError
-from ecqg.text import TokenizedPassages, answer_regex_match, dpr_tokens
+from ecqg.core.errors import DataFormatError
+from ecqg.retrieval.run_files import RunError
+from ecqg.data.text import TokenizedPassages, answer_regex_match, dpr_tokens
 
 log = logging.getLogger(__name__)
 

@@ -1,9 +1,9 @@
-"""What a profile's DAG costs on GPUs: ``python -m ecqg.cost --profile paper --gpus 1 8 [--write-doc]``.
+"""What a profile's DAG costs on GPUs: ``python -m ecqg.tooling.cost --profile paper --gpus 1 8 [--write-doc]``.
 
 Why: the GPU-hours of docs/paper_profile.md were a hand count (issue 48, item 4) that missed stages and priced the
 benchmark's conditions rather than the profile's. Here every figure is a measured rate (``bench/results/*.json``)
-times a counted amount of work: the stages of the DAG written for the profile (ecqg.dag) expanded for its params
-(:func:`ecqg.dvc_stages.expanded_stages`), the sizes in those params, and the sizes of the files they name (or
+times a counted amount of work: the stages of the DAG written for the profile (ecqg.tooling.dag) expanded for its params
+(:func:`ecqg.tooling.dvc_stages.expanded_stages`), the sizes in those params, and the sizes of the files they name (or
 ``--passages`` / ``--train-examples``). The corrections from the benchmark's conditions to the profile's are applied
 and printed with the table; GPU work no benchmark measured is listed, not guessed, so the totals are lower bounds.
 
@@ -24,10 +24,10 @@ from pathlib import Path
 
 import yaml
 
-from ecqg import cli, config, variants
-from ecqg.dvc_stages import declared_paths, expanded_stages
+from ecqg.core import cli, config, variants
+from ecqg.tooling.dvc_stages import declared_paths, expanded_stages
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
 DOC = ROOT / "docs" / "paper_profile.md"
 START, END = "<!-- cost:start -->", "<!-- cost:end -->"
@@ -131,7 +131,7 @@ def read_result(name: str) -> dict:
     """One benchmark file; a missing one is named, with the command that writes it."""
     path = RESULTS / name
     if not path.is_file():
-        raise FileNotFoundError(f"rate file {path} is missing: ecqg.cost reads its measured rates there (written by "
+        raise FileNotFoundError(f"rate file {path} is missing: ecqg.tooling.cost reads its measured rates there (written by "
                                 f"`python bench/gpu_check.py --out bench/results/{name}` on a GPU)")
     return json.loads(path.read_text(encoding="utf-8"))
 
@@ -239,7 +239,7 @@ def _epochs(records: float, settings: Mapping) -> tuple[float, str]:
 
 
 def sampled(params: Mapping) -> dict[str, tuple[float, str, str]]:
-    """(questions, label, how) stage 02 samples per input kind: the factors of :func:`ecqg.config.expected_pools`
+    """(questions, label, how) stage 02 samples per input kind: the factors of :func:`ecqg.core.config.expected_pools`
     before the yields, and Table 1's probe (highest and lowest entity of each conditioning passage)."""
     a, g, y = params["attention"], params["qg"]["generate"], params["yields"]
     passages = a["condition_passages"] or a["sample_passages"]
@@ -292,7 +292,7 @@ def stage_work(name: str, stage: Mapping, params: Mapping, sizes: Sizes) -> list
         return out if params["filtering"]["stage1"] == "roundtrip" else [w for w in out if w.row != READ]
     if base in UNMEASURED_STAGES or name.startswith(CPU_STAGES):
         return []
-    raise ValueError(f"stage {name}: ecqg/cost.py has no cost rule for it; count its GPU work or list it as CPU-only")
+    raise ValueError(f"stage {name}: ecqg/tooling/cost.py has no cost rule for it; count its GPU work or list it as CPU-only")
 
 
 def unmeasured(params: Mapping) -> list[str]:
@@ -314,7 +314,7 @@ def build(profile: str, passages: int | None = None, train_examples: int | None 
           passage_tokens: float | None = None) -> Model:
     """The cost model of ``profile``: its expanded stages, sizes, rates and every stage's work."""
     params = config.preset(profile)
-    from ecqg import dag as dag_writer
+    from ecqg.tooling import dag as dag_writer
 
     # the DAG written for the profile's own dpr.variants (dvc.yaml holds params.yaml's)
     dag = dict(expanded_stages(yaml.safe_load(dag_writer.render(params)), params))
@@ -358,7 +358,7 @@ def critical_path(model: Model, names: Sequence[str], end: int) -> float:
 
 # ------------------------------------------------------------------------------------------------ rendering
 def md_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> str:
-    """A markdown table (ecqg.report.format's, without importing the report package, which imports torch)."""
+    """A markdown table (ecqg.report.markdown's, without importing the report package, which imports torch)."""
     rule = ["---:" if a == "r" else "---" for a in align]
     return "\n".join("| " + " | ".join(map(str, r)) + " |" for r in [header, rule, *rows]) + "\n"
 
@@ -484,7 +484,7 @@ def render(model: Model, gpus: Sequence[int]) -> str:
     """The markdown block: the DAG's table, the three systems' table, counts, sources, corrections, what is left
     out, MFU."""
     p, names, three = model.params, list(model.dag), three_systems(model)
-    command = f"python -m ecqg.cost --profile {model.profile} --gpus {' '.join(map(str, gpus))}"
+    command = f"python -m ecqg.tooling.cost --profile {model.profile} --gpus {' '.join(map(str, gpus))}"
     sources: dict[tuple[str, ...], list[str]] = {}
     for r in model.rates.values():
         sources.setdefault(r.files, []).append(f"`{r.field}`")
@@ -543,7 +543,7 @@ def doc_block(doc: Path = DOC) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = cli.parser("ecqg.cost", __doc__)
+    parser = cli.parser("ecqg.tooling.cost", __doc__)
     parser.add_argument("--profile", default="paper", choices=config.PROFILES)
     parser.add_argument("--gpus", type=int, nargs="+", default=[1, 8], help="wall-clock hours on these GPU counts")
     parser.add_argument("--passages", type=int, help="corpus passages (known for psgs_w100.tsv)")

@@ -9,7 +9,7 @@ pyserini ships the same pieces (``TrecRun.rescore(NORMALIZE)`` + ``TrecRun.merge
 ``pyserini.fusion.reciprocal_rank_fusion``); ``tests/test_fusion.py`` checks these functions give their rankings and
 scores. They are reimplemented here over the in-memory runs because pyserini's DataFrame version rescans the whole
 run for every question (minutes for thousands of questions). A run is ``{qid: [(passage id, score), ...]}``, best
-first (:mod:`ecqg.run_files`).
+first (:mod:`ecqg.retrieval.run_files`).
 """
 
 from __future__ import annotations

@@ -1,20 +1,20 @@
-"""dvc.yaml, written from the variant table and from the code each stage runs: ``python -m ecqg.dag write``.
+"""dvc.yaml, written from the variant table and from the code each stage runs: ``python -m ecqg.tooling.dag write``.
 
-Why generated: the dense retrievers are one table (:mod:`ecqg.variants`), and each of them needs a pre-training, a
+Why generated: the dense retrievers are one table (:mod:`ecqg.core.variants`), and each of them needs a pre-training, a
 fine-tuning and two retrieval stages whose paths, parameters and dependencies follow from its entry; and every stage
 must depend on every project module it imports (else DVC would call a stale result "up to date"), which only the
-code itself can say. So both are derived here, and ``python -m ecqg.dag check`` (run by ``make test``) fails when
+code itself can say. So both are derived here, and ``python -m ecqg.tooling.dag check`` (run by ``make test``) fails when
 dvc.yaml is not what this module writes for params.yaml. Which variants get stages is ``dpr.variants`` (a profile
 may train a subset: the smoke DAG, a three-system paper run), so the file is written for params.yaml's selection:
 ``make profile`` and ``make repro`` rewrite it. Seed lists and doses stay DVC ``matrix`` axes over params
 (``${dpr.seeds}``), so ``dvc exp run -S 'dpr.seeds=[...]'`` works without rewriting the file.
 
-Stage names (``ecqg.variants.block``): ``pretrain_<variant>@<seed>`` and ``finetune_<variant>@<seed>``, shared by
+Stage names (``ecqg.core.variants.block``): ``pretrain_<variant>@<seed>`` and ``finetune_<variant>@<seed>``, shared by
 the variants of a group (``finetune_pseudo@etm-2022``); retrieval one block per seed list
 (``retrieve_dense@mixed-2022``, ``retrieve_dense_related@tempqg-2022``; ``retrieve_pretrained@uncon-2022`` for a
 model right after pre-training); the dose curve's ``pretrain_dose@uncon-10000-2022`` / ``retrieve_dose@...``.
 Code dependencies: the import closure of the stage's module or notebook (function-level and relative imports
-included, :mod:`ecqg.code_deps`), a library room standing for its modules.
+included, :mod:`ecqg.tooling.code_deps`), a library room standing for its modules.
 
 Size: one module, because its bulk is the stage declarations, one function per part of the pipeline: the DAG in one
 place.
@@ -28,8 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ecqg import cli, paths, variants
-from ecqg.code_deps import REPO, code_deps
+from ecqg.core import cli, paths, variants
+from ecqg.tooling.code_deps import REPO, code_deps
 
 DVC_YAML = Path("dvc.yaml")
 NOTEBOOK_05 = "05_dpr_training"
@@ -104,7 +104,7 @@ def pretrain_stage_block(variant: variants.Variant, members: Sequence[variants.V
     tag = f"{name}-pre-{seed}"
     outs, metrics = _training_outs(run, tag)
     return Stage(variants.block("pretrain", variant),
-                 f"python -m ecqg.notebook {NOTEBOOK_05} --tag {tag} -p variant {name} -p training_seed {seed} "
+                 f"python -m ecqg.tooling.notebook {NOTEBOOK_05} --tag {tag} -p variant {name} -p training_seed {seed} "
                  "-p phase pretrain",
                  [f"notebooks/{NOTEBOOK_05}.ipynb", *_set_deps(variant)],
                  ["seed", *MODEL_PARAMS, "dpr.pretrain", *_kind_params(variant)], outs, metrics, matrix,
@@ -116,7 +116,7 @@ def finetune_stage_block(variant: variants.Variant, members: Sequence[variants.V
     run = f"dpr_{name}_s{seed}"
     outs, metrics = _training_outs(run, f"{name}-{seed}")
     start = [f"{paths.MODELS}/dpr_{name}_pre_s{seed}"] if variant.pretrained else []
-    return Stage(variants.block("finetune", variant), f"python -m ecqg.notebook {NOTEBOOK_05} --tag {name}-{seed} "
+    return Stage(variants.block("finetune", variant), f"python -m ecqg.tooling.notebook {NOTEBOOK_05} --tag {name}-{seed} "
                  f"-p variant {name} -p training_seed {seed}",
                  [f"notebooks/{NOTEBOOK_05}.ipynb", *start, str(paths.GOLD_DPR), str(paths.NQ_DEV_DISTANT),
                   str(paths.CORPUS), str(paths.QUESTIONS), f"{paths.RUNS}/bm25"],
@@ -146,7 +146,7 @@ def dose_stages() -> list[Stage]:
     outs, metrics = _training_outs(run, tag)
     model = f"{name}{variants.PRE_SUFFIX}"
     return [
-        Stage("pretrain_dose", f"python -m ecqg.notebook {NOTEBOOK_05} --tag {tag} -p variant {name} "
+        Stage("pretrain_dose", f"python -m ecqg.tooling.notebook {NOTEBOOK_05} --tag {tag} -p variant {name} "
               f"-p training_seed {seed} -p phase pretrain",
               [f"notebooks/{NOTEBOOK_05}.ipynb", f"{paths.SYNTHETIC}/doses/{name}.json"],
               ["seed", *MODEL_PARAMS, "dpr.pretrain"], outs, metrics, matrix,
@@ -191,7 +191,7 @@ def _notebook(number: str, name: str, deps: list, params: list, outs: list, metr
     nb = f"{number}_{name}"
     extra = [_nocache(checkpoints, persist=True)] if checkpoints else []
     return Stage(name if number not in ("06", "07") else {"06": "results", "07": "mechanism"}[number],
-                 f"python -m ecqg.notebook {nb}", [f"notebooks/{nb}.ipynb", *deps], params,
+                 f"python -m ecqg.tooling.notebook {nb}", [f"notebooks/{nb}.ipynb", *deps], params,
                  [*outs, f"{paths.NOTEBOOKS_OUT}/{nb}.ipynb", f"{paths.FIGURES}/{number}", *extra,
                   _nocache(f"results/{PROFILE}/notebooks/{nb}.ipynb")],
                  [*(_metric(m) for m in metrics), _metric(f"stage_{nb}.json")], comment=comment)
@@ -434,7 +434,7 @@ def _path(entry) -> str:
 
 
 HEADER = """\
-# Generated by `python -m ecqg.dag write` from ecqg/dag.py (the stages), ecqg/variants.py (the dense retrievers) and
+# Generated by `python -m ecqg.tooling.dag write` from ecqg/tooling/dag.py (the stages), ecqg/core/variants.py (the dense retrievers) and
 # params.yaml's dpr.variants; do not edit by hand: `make profile` and `make repro` rewrite it, `make test` checks it.
 # Each stage's code dependencies are the modules its command imports (a folder: all of that package's modules).
 # docs/design.md, "Pipeline", reads it.
@@ -473,8 +473,8 @@ def prune_lock(lock: Path, params_file: Path = Path("params.yaml")) -> list[str]
     import yaml
     from ruamel.yaml import YAML
 
-    from ecqg import dvc_stages
-    from ecqg.io import atomic_path
+    from ecqg.tooling import dvc_stages
+    from ecqg.core.io import atomic_path
 
     if not lock.is_file():
         return []
@@ -525,7 +525,7 @@ def untracked_code_files(root: Path = REPO, dag_file: Path = DVC_YAML) -> list[s
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = cli.parser("ecqg.dag", __doc__)
+    parser = cli.parser("ecqg.tooling.dag", __doc__)
     parser.add_argument("action", choices=("write", "check", "print", "prune-lock", "untracked"),
                         help="write dvc.yaml | check it is current | print it | prune-lock: drop dvc.lock's "
                              "entries of stages the DAG no longer has | untracked: refuse files git does not "
@@ -550,7 +550,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         print("code folders of the stages: every file is tracked by git")
         return 0
-    from ecqg import config
+    from ecqg.core import config
 
     path = Path(args.file)
     params = config.load(args.params or path.with_name(str(config.PARAMS_FILE)))
@@ -560,12 +560,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.action == "check":
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            print(f"{path}: not what `python -m ecqg.dag write` writes (the variant table, params.yaml's "
+            print(f"{path}: not what `python -m ecqg.tooling.dag write` writes (the variant table, params.yaml's "
                   "dpr.variants or a stage's imports changed); run it and commit the file", file=sys.stderr)
             return 1
         print(f"{path} is up to date ({text.count(chr(10))} lines)")
         return 0
-    from ecqg.io import write_text
+    from ecqg.core.io import write_text
 
     old = path.read_text(encoding="utf-8") if path.is_file() else None
     if old == text:
@@ -573,8 +573,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if old is not None and hand_edited(old):
         if not args.force:
-            print(f"{path} was edited by hand since `python -m ecqg.dag write` wrote it; its stages come from "
-                  "ecqg/dag.py and ecqg/variants.py (edit those, or params.yaml's dpr.variants). "
+            print(f"{path} was edited by hand since `python -m ecqg.tooling.dag write` wrote it; its stages come from "
+                  "ecqg/tooling/dag.py and ecqg/core/variants.py (edit those, or params.yaml's dpr.variants). "
                   "`make repro FORCE=1` (dag write --force) overwrites it and keeps yours as dvc.yaml.bak",
                   file=sys.stderr)
             return 2
