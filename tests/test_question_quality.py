@@ -65,3 +65,14 @@ def test_every_results_page_shows_the_questions_beside_the_verdicts(tmp_path):
     text = render_question_quality(folder)
     assert "**did not run**" in text and "| UnCon set | training set | 3 | 33% ✗ |" in text
     assert "2 random questions of UnCon set" in text and "dynastiesic dynasty" in text
+
+
+def test_real_questions_whose_passage_the_corpus_lacks_are_left_out_of_the_reference(monkeypatch):
+    from ecqg.pipeline import synthetic
+
+    monkeypatch.setattr(synthetic, "passages_by_id", lambda ids: {p: {"title": p, "text": TEXT[p]} for p in ids
+                                                                  if p in TEXT})
+    outside = {"question": "who?", "answer": "x", "passage_id": "not-in-the-corpus"}
+    quality = synthetic.question_quality([], {}, GOOD + [outside], seed=0)
+    (row,) = quality["rows"]
+    assert row["set"] == "real questions" and row["questions"] == len(GOOD)

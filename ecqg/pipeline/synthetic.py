@@ -178,6 +178,7 @@ def question_quality(decisions: list[dict], sets: Mapping[str, list[dict]], refe
     ids = {str(r["passage_id"]) for r in decisions} | {str(r["passage_id"]) for rs in sets.values() for r in rs}
     ids |= {str(r["passage_id"]) for r in reference}
     text_of = {pid: p["text"] for pid, p in passages_by_id(ids).items()}
+    reference = [r for r in reference if str(r["passage_id"]) in text_of]   # a sub-sampled corpus lacks some
     rows = []
 
     def row(name: str, stage: str, records: list[dict]) -> None:
