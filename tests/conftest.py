@@ -44,3 +44,36 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def tiny_models(request):
+    """Tiny random models, built once per session (``tests/dag_runs.py``): ``dpr``, ``qg``, ``mrc`` (the paper
+    DAG's BERT, BART and RoBERTa) and ``smoke`` (the smoke DAG's BERT), as absolute directories."""
+    import dag_runs
+
+    return dag_runs.tiny_models(dag_runs.root(request.config))
+
+
+# ------------------------------------------------------------------------------- the DAG runs in the background
+@pytest.hookimpl(trylast=True)          # after -k / -m deselected: only the runs a selected test reads start
+def pytest_collection_modifyitems(session, config, items):
+    """Tests that read a DAG run (fixture ``smoke_repo`` or ``paper_repo``, ``tests/dag_runs.py``) go last, and
+    their runs start now in the background: the quick tests run beside them."""
+    import dag_runs
+
+    def runs_of(item):
+        return [run for fixture, run in dag_runs.FIXTURES.items() if fixture in getattr(item, "fixturenames", ())]
+
+    later = [item for item in items if runs_of(item)]
+    if not later or config.option.collectonly:
+        return
+    later.sort(key=lambda item: dag_runs.ORDER.index(runs_of(item)[0]))     # the shorter run's tests first
+    items[:] = [item for item in items if not runs_of(item)] + later
+    dag_runs.start(dict.fromkeys(run for item in later for run in runs_of(item)), dag_runs.root(config))
+
+
+def pytest_sessionfinish(session):
+    import dag_runs
+
+    dag_runs.stop_all()

@@ -12,6 +12,10 @@ every stage goes through exactly the code a paper run takes:
 * a BERT-architecture DPR base (the bundled WordPiece vocabulary, bert-base-uncased's), a BART-architecture
   generator carrying BART's shipped generation settings, and a RoBERTa-architecture extractive reader used as shipped
   (``mrc.train_model: false``), the last two with a byte-level BPE tokenizer trained here on the bundle's text.
+
+The smoke DAG (``tests/test_pipeline.py``) runs on a tiny random BERT too (:func:`smoke_tiny_params`): its numbers
+mean nothing either way, and the bundled MiniLM made it the suite's slowest half hour. ``tests/conftest.py`` builds
+the models once per test session (fixture ``tiny_models``).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from ecqg.core.io import read_jsonl
 from ecqg.qg.format import SEPARATOR
 
 PASSAGES, QUESTIONS, TRAIN, DEV = 400, 40, 200, 60
+SMOKE_QG_STEPS = 150
 DOWNLOADS = Path("downloads")
 
 
@@ -98,23 +103,33 @@ def _bpe_tokenizer(texts: list[str], out: Path, cls_name: str):
     return tokenizer
 
 
+def write_tiny_bert(out: Path, width: int = 32) -> Path:
+    """A tiny random BERT (2 layers, ``width`` wide) with the bundled WordPiece vocabulary (bert-base-uncased's),
+    saved under ``out`` as an encoder checkpoint like the bundled MiniLM: the DPR base, the prefix-LM generator's warm
+    start and the reader's encoder all load it."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from ecqg.runtime.models import resolve_model
+
+    torch.manual_seed(0)
+    wordpiece = AutoTokenizer.from_pretrained(resolve_model("bundled:minilm"))
+    bert = BertModel(BertConfig(vocab_size=wordpiece.vocab_size, hidden_size=width, num_hidden_layers=2,
+                                num_attention_heads=width // 16, intermediate_size=2 * width,
+                                max_position_embeddings=512))
+    bert.save_pretrained(out)
+    wordpiece.save_pretrained(out)
+    return out
+
+
 def write_models(bundle: Path, out: Path) -> dict[str, Path]:
     """Tiny random models of the paper's architectures under ``out``; returns the params reference of each."""
     import shutil
 
-    import torch
-    from transformers import (AutoTokenizer, BartConfig, BartForConditionalGeneration, BertConfig, BertModel,
-                              RobertaConfig, RobertaForQuestionAnswering)
-
-    from ecqg.runtime.models import resolve_model
+    from transformers import BartConfig, BartForConditionalGeneration, RobertaConfig, RobertaForQuestionAnswering
 
     texts = [r["text"] for _, r in itertools.islice(read_jsonl(bundle / "corpus.jsonl.gz"), 3000)]
-    torch.manual_seed(0)
-    wordpiece = AutoTokenizer.from_pretrained(resolve_model("bundled:minilm"))
-    bert = BertModel(BertConfig(vocab_size=wordpiece.vocab_size, hidden_size=32, num_hidden_layers=2,
-                                num_attention_heads=2, intermediate_size=64, max_position_embeddings=512))
-    bert.save_pretrained(out / "bert-base-uncased")
-    wordpiece.save_pretrained(out / "bert-base-uncased")
+    write_tiny_bert(out / "bert-base-uncased")         # seeds torch: the models below continue its stream
 
     bart_tok = _bpe_tokenizer(texts, out / "bart-tokenizer", "BartTokenizerFast")
     bart_tok.add_tokens([SEPARATOR])   # one piece (not special: decoding keeps it), so a tiny model learns the format
@@ -163,7 +178,12 @@ def paper_tiny_params(repo: Path, files: dict[str, Path], models: dict[str, Path
                                                           "train_size": None}}
     params["dpr"]["encode"]["batch_size"] = 32
     params["qg"]["model"] = str(models["qg"])
-    params["qg"]["train"].update(max_steps=400, lr=3.0e-3)         # a random BART: enough to learn the target format
+    # a random BART learns the target format (one <sep> piece) in 200 steps at this rate: ~90 of 360 unconditioned
+    # samples parse (measured; 400 steps at 3e-3 gave as many, in twice the time); two checkpoints, not forty
+    params["qg"]["train"].update(max_steps=200, lr=5.0e-3, checkpoint_every=100)
+    # the paper conditions on a sample of its own (attention.condition_passages): 120 of the pool here, ~100
+    # conditioned inputs (every eligible passage: ~370, the stage's longest step); the Table 1 probe on 40
+    params["attention"].update(condition_passages=120, probe_passages=40)
     params["qg"]["generate"].update(batch_size=16, top_k=100, top_p=1.0, uncon_passages=120)  # a tiny generator
                                                                    # repeats itself: wider sampling, more passages
     params["qg"]["source_max_length"] = 96
@@ -175,3 +195,16 @@ def paper_tiny_params(repo: Path, files: dict[str, Path], models: dict[str, Path
     params["bm25"]["threads"] = 2
     params["attention"]["batch_size"] = 16
     return config.validate(params, "paper_tiny")
+
+
+def smoke_tiny_params(repo: Path, bert: Path) -> dict:
+    """params/smoke.yaml with a tiny random BERT (:func:`write_tiny_bert`, 64 wide) as the DPR base, the generators'
+    warm start and the reader (``bundled:minilm`` in the preset): every stage, variant and seed of the smoke DAG, on
+    a model whose numbers mean nothing (as MiniLM's at smoke's sizes) and that trains in seconds."""
+    params = config.preset("smoke", repo / "params")
+    params["dpr"]["base_model"] = params["qg"]["model"] = params["mrc"]["model"] = str(bert)
+    # MiniLM learns the target format (answer <sep> question?) in smoke's 50 steps; a random prefix LM needs more
+    # and a higher rate: at 150 steps the 64-wide one writes ~80 parseable unconditioned questions of 360 samples
+    # (measured, bf16 and float32 alike; 32 wide: ~20), where the filters and mixing.total need 48
+    params["qg"]["train"].update(max_steps=SMOKE_QG_STEPS, lr=3.0e-3, checkpoint_every=SMOKE_QG_STEPS // 2)
+    return config.validate(params, "smoke on tiny models")

@@ -3,28 +3,27 @@ params/paper_three.yaml) with DPR's file formats, a BART generator, a reader use
 IVF-PQ index, all tiny (``tests/paper_tiny.py``)."""
 
 import json
-import sys
-from pathlib import Path
+import shutil
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from paper_tiny import paper_tiny_params, write_dpr_files, write_models  # noqa: E402
-from test_pipeline import REPO, _dvc, _repo_copy, _use_profile  # noqa: E402
+import dag_runs
+
+
+@pytest.fixture(scope="module")
+def paper_repo(request):
+    """A copy of the tree with the paper profile's DAG run at test size (``tests/dag_runs.py``: DPR's file formats
+    from the bundle, ``tests/paper_tiny.py``'s models and sizes), started in the background at collection."""
+    repo = dag_runs.run("paper", request.config).result()
+    failed = request.session.testsfailed
+    yield repo
+    if request.session.testsfailed == failed:          # kept for inspection only when a test on it failed
+        shutil.rmtree(repo.parent, ignore_errors=True)
 
 
 @pytest.mark.slow
-def test_paper_profile_dag_end_to_end(tmp_path):
-    repo = _repo_copy(tmp_path / "repo")
-    files = write_dpr_files(REPO / "data", repo / "downloads" / "data")
-    files = {k: Path("downloads/data") / v.name for k, v in files.items()}
-    models = write_models(REPO / "data", repo / "downloads" / "models")
-    models = {k: Path("downloads/models") / v.name for k, v in models.items()}
-    _use_profile(repo, params=paper_tiny_params(repo, files, models))     # params.yaml, dvc.yaml for its variants
-
-    run = _dvc(["repro"], repo)
-    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-4000:]
-
+def test_paper_profile_dag_end_to_end(paper_repo):
+    repo = paper_repo
     results = repo / "results" / "paper"
     prepared = json.loads((results / "stage_prepare.json").read_text())
     assert prepared["train_format"] == "dpr-retriever-json" and prepared["corpus_by_source"] == {"psgs_w100": 400}
