@@ -1,6 +1,7 @@
 """The DVC pipeline: dvc.yaml agrees with ecqg/core/paths.py and params, and the smoke profile's DAG runs end to end."""
 
 import ast
+import contextlib
 import json
 import os
 import shutil
@@ -387,7 +388,16 @@ def test_killed_training_resumes_from_its_last_checkpoint(smoke_repo):
     deadline = time.time() + 300
     while not _checkpoints(repo) and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)                 # a tiny model trains the steps after its first checkpoint in seconds
+    # papermill's kernel runs in a session of its own (jupyter_client starts it so), out of reach of killpg: it
+    # would train on until it noticed its parent gone (~1 s), long enough for a tiny model to finish and clear
+    # its checkpoints (seen once in CI). A killed machine kills it too: so does this test.
+    import psutil
+
+    tree = [proc.pid, *(child.pid for child in psutil.Process(proc.pid).children(recursive=True))]
     os.killpg(proc.pid, signal.SIGKILL)
+    for pid in tree:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     proc.wait()
     saved = _checkpoints(repo)
     assert saved, "training finished or failed before writing a checkpoint"
