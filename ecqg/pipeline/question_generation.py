@@ -124,6 +124,8 @@ def _train_and_keep(generator: str, train: list, train_entities: list, passages:
     from ecqg.runtime.hf_training import complete_checkpoints
 
     settings = params["qg"]
+    if qgm.is_rule_based(settings["architecture"]):
+        return _rule_based(generator, train, params, run_dir)
     marking = settings["entity_marking"] if schemes.get(generator).marked else None
     token = placeholder(generator, params)
     examples, counts = qgm.build_examples(train, passages, generator, marking=marking or qgm.DEFAULT_MARKING,
@@ -152,6 +154,21 @@ def _train_and_keep(generator: str, train: list, train_entities: list, passages:
     return model, tokenizer, figures
 
 
+def _rule_based(generator: str, train: list, params: Mapping, run_dir: Path) -> tuple[Any, None, dict]:
+    """A rule-based generator (``qg.architecture: cloze``): built, not trained; its figures say so (no steps), and
+    it is kept in ``run_dir/finished/`` like a trained one."""
+    from ecqg import qg as qgm
+
+    model, tokenizer = qgm.build_generator(params["qg"]["model"], architecture=params["qg"]["architecture"])
+    figures = {"history": [], "steps": 0, "seconds": 0.0, "examples_per_s": None, "truncated_sources": 0,
+               "examples": 0, "example_counts": {"rule_based": True, "gold_triples_unused": len(train)},
+               "initialised_from": f"rules ({params['qg']['architecture']})", "resumed_from": None}
+    finished = run_dir / FINISHED
+    qgm.save_generator(model, tokenizer, finished)
+    write_json(finished / FINISHED_FIGURES, figures)
+    return model, tokenizer, figures
+
+
 def drop_checkpoints() -> None:
     """Empty the generators' checkpoint folder: called at the end of stage 02, once every output is written."""
     empty_directory(paths.QG_CHECKPOINTS)
@@ -164,9 +181,18 @@ def generate(model, tokenizer, generator: str, inputs: list[dict], params: Mappi
     ``resumable``: finished batches are journalled under the generators' checkpoint folder, named by the model's
     weights, the inputs and the settings, so a cut stage takes them instead of sampling them again
     (:mod:`ecqg.qg.sampling`); :func:`drop_checkpoints` removes the journals with the rest."""
+    from ecqg.qg import generator_for
     from ecqg.qg.sampling import generate_in_processes
 
     settings, gen = params["qg"], params["qg"]["generate"]
+    architecture = generator_for(model)
+    if architecture.rule_based:        # spaCy on one process: seconds for a thousand passages
+        records, drops = architecture.sample_records(
+            model, inputs, seed=int(fingerprint_int(params["seed"], seed_tag)), samples=gen["samples"],
+            conditioned=schemes.get(generator).marked, progress=progress)
+        for r in records:
+            r["generator"] = generator
+        return records, dict(drops)
     sampling = dict(marking=settings["entity_marking"] if schemes.get(generator).marked else None, top_k=gen["top_k"],
                     top_p=gen["top_p"], samples=gen["samples"], batch_size=gen["batch_size"],
                     max_new_tokens=gen["max_new_tokens"], seed=int(fingerprint_int(params["seed"], seed_tag)),

@@ -157,21 +157,31 @@ def choose_templates(model, passages: Sequence[Mapping], templates: Sequence[str
 def train_generator(params: Mapping, train: Sequence[Mapping], passages: Mapping, templates: Sequence[str],
                     progress: bool = True) -> tuple[Any, Any, dict]:
     """UnCon's generator trained further on the template-conditioned examples; saved to ``outputs/tempqg/generator``,
-    its checkpoints dropped once saved."""
+    its checkpoints dropped once saved. Where UnCon is rule-based (``qg.architecture: cloze``), TempQG's generator
+    is a prefix LM built from ``qg.model`` and trained on the template examples alone, for the steps UnCon's
+    generator would have had plus its own (``qg.train.max_steps`` + ``tempqg.train.max_steps``; ``initialised_from``
+    says which)."""
     from ecqg import qg as qgm
 
     q, settings = params["qg"], params["tempqg"]["train"]
     examples, counts = generation.training_examples(train, passages, templates, q["window_words"])
     run_dir = paths.TEMPQG_CHECKPOINTS / "generator" / fingerprint(settings, q, params["seed"],
                                                                    [e["id"] for e in examples], list(templates))
-    model, tokenizer = qgm.load_generator(paths.generator_dir("uncon"))
+    model, tokenizer, start = *qgm.load_generator(paths.generator_dir("uncon")), "uncon"
+    if tokenizer is None:        # a rule-based UnCon (qg.architecture: cloze) has no weights to train further
+        model, tokenizer = qgm.build_generator(q["model"], architecture="prefix_lm", seed=params["seed"])
+        start = q["model"]
+        if q["dropout"] is not None:
+            qgm.set_dropout(model, q["dropout"])
+        if settings["max_steps"] is not None and q["train"]["max_steps"] is not None:
+            settings = {**settings, "max_steps": settings["max_steps"] + q["train"]["max_steps"]}
     result = qgm.train_generator(model, tokenizer, examples, run_dir, settings, seed=params["seed"],
                                  source_max_length=q["source_max_length"], target_max_length=q["target_max_length"],
                                  progress=progress)
     qgm.save_generator(model, tokenizer, GENERATOR_DIR)
     remove_directory(run_dir)
     figures = {k: result[k] for k in ("steps", "seconds", "examples_per_s", "truncated_sources") if k in result}
-    return model, tokenizer, {**figures, "examples": counts["examples"], "initialised_from": "uncon"}
+    return model, tokenizer, {**figures, "examples": counts["examples"], "initialised_from": start}
 
 
 def sample(model, tokenizer, inputs: list[dict], params: Mapping, seed_tag: str, samples: int,

@@ -13,7 +13,7 @@ what they measured: docs/design.md, "Question generation".
 from ecqg.qg import prefix_lm
 from ecqg.qg.architectures import (ARCHITECTURES, add_placeholder_token, build_generator, load_generator,
                                    save_generator, set_dropout)
-from ecqg.qg.generators import generator_class, generator_for
+from ecqg.qg.generators import generator_class, generator_for, is_rule_based
 from ecqg.qg.seq2seq import configure_bert2bert
 from ecqg.qg.entities import (NO_ENTITY_REASONS, heldout_inputs, mentions, reference_key, select_entities,
                               split_heldout)
@@ -27,7 +27,7 @@ __all__ = [
     "ARCHITECTURES", "DEFAULT_MARKING", "DROP_REASONS", "HIGHLIGHT", "MARKINGS", "NO_ENTITY_REASONS", "QGDataset",
     "SEPARATOR", "add_placeholder_token", "build_examples", "build_generator", "configure_bert2bert", "crop_passage",
     "delexicalise", "evaluate_generator", "format_source", "format_target", "generate_questions", "generator_class",
-    "generator_for", "heldout_inputs", "load_generator", "make_collator", "mentions", "parse_target", "passage_word_rate",
+    "generator_for", "heldout_inputs", "is_rule_based", "load_generator", "make_collator", "mentions", "parse_target", "passage_word_rate",
     "prefix_lm", "question_scores", "reference_key", "relexicalise", "save_generator", "select_entities",
     "set_dropout", "side_by_side", "split_heldout", "train_generator",
 ]

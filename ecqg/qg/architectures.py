@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from ecqg.qg.generators import encoder_architectures, generator_class, generator_for, saved_generator
+from ecqg.qg.generators import encoder_architectures, generator_class, generator_for, is_rule_based, saved_generator
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,12 @@ def build_generator(ref: str, placeholder: str | None = None, architecture: str 
 
     if architecture not in ARCHITECTURES:
         raise ValueError(f"unknown generator architecture {architecture!r}; known: {ARCHITECTURES}")
+    if is_rule_based(architecture):
+        return generator_class(architecture).build(), None      # ``ref`` and the placeholder mean nothing to it
+    from ecqg.qg.cloze import ClozeModel, is_cloze_checkpoint
+
+    if is_cloze_checkpoint(ref):
+        return ClozeModel.from_pretrained(ref), None
     config = from_pretrained(AutoConfig, ref)
     tokenizer = from_pretrained(AutoTokenizer, ref)
     if seed is not None:
@@ -99,7 +105,8 @@ def save_generator(model, tokenizer, path: str | Path) -> Path:
 
     with atomic_path(path) as tmp:
         model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+        if tokenizer is not None:          # a rule-based generator has none
+            tokenizer.save_pretrained(tmp)
     return Path(path)
 
 

@@ -22,6 +22,7 @@ BUILTIN = {
     "prefix_lm": "ecqg.qg.prefix_lm",     # source and target in one pre-trained BERT (UniLM-style): the offline default
     "bert2bert": "ecqg.qg.seq2seq",       # an encoder-decoder warm start from one BERT (Rothe et al. 2020)
     "seq2seq": "ecqg.qg.seq2seq",         # a seq2seq checkpoint as shipped (the paper's BART, T5)
+    "cloze": "ecqg.qg.cloze",             # rule-based cloze translation (Lewis et al. 2019): no weights, no training
 }
 REGISTRY = Registry("generator architecture", BUILTIN)
 register = REGISTRY.register
@@ -45,8 +46,14 @@ def saved_generator(config) -> type["Generator"] | None:
 
 
 def encoder_architectures() -> tuple[str, ...]:
-    """The names ``qg.architecture`` may give: the architectures built from an encoder-only checkpoint."""
-    return tuple(cls.kind for cls in REGISTRY.every() if cls.builds_from_encoder)
+    """The names ``qg.architecture`` may give: the architectures built from an encoder-only checkpoint, and the
+    rule-based ones (which need no checkpoint)."""
+    return tuple(cls.kind for cls in REGISTRY.every() if cls.builds_from_encoder or cls.rule_based)
+
+
+def is_rule_based(architecture: str) -> bool:
+    """Whether ``qg.architecture`` names a generator with no weights (nothing to train)."""
+    return generator_class(architecture).rule_based
 
 
 class Generator:
@@ -55,6 +62,7 @@ class Generator:
 
     kind: ClassVar[str] = ""
     builds_from_encoder: ClassVar[bool] = False
+    rule_based: ClassVar[bool] = False       # True: no weights; ``build()`` makes it, ``sample_records`` samples
 
     # --- which checkpoints and models ---------------------------------------------------------------------------
     @classmethod
