@@ -39,7 +39,7 @@ def main() -> None:
     seed = dense.primary_seed(params)              # the first replicate's pre-training seed
     gold = [r for part in dense.gold_records(params).values() for r in part]
     gold_heldout = split_records(gold, params["dpr"]["finetune"]["heldout"], dense.primary_seed(params))[1]
-    synthetic = dense.synthetic_records(args.variant)[:args.max_examples]
+    synthetic = dense.synthetic_records(args.variant, seed, params)[:args.max_examples]
     train, synthetic_heldout = split_records(synthetic, params["dpr"]["pretrain"]["heldout"], seed)
     print(json.dumps({"profile": params["profile"], "variant": args.variant, "train_examples": len(train),
                       "gold_heldout": len(gold_heldout), "synthetic_heldout": len(synthetic_heldout)}), flush=True)

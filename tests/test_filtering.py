@@ -242,6 +242,17 @@ def test_hardness_lowest_score_keeps_the_same_share_of_each_generator():
         F.hardness_filter(records, {}, mode="rank")
 
 
+def test_hardness_keeps_each_replicates_own_share():
+    """Where every replicate has its own set, each keeps the hardest half of its own questions: a replicate whose
+    questions all score high must not lose them all to another's."""
+    records = [{**gen(f"a{i}"), "replicate": 1} for i in range(4)] + [{**gen(f"b{i}"), "replicate": 2}
+                                                                     for i in range(4)]
+    scores = {**{f"a{i}": {"score": float(i), "rank": 1} for i in range(4)},
+              **{f"b{i}": {"score": 10.0 + i, "rank": 1} for i in range(4)}}
+    kept, _, _ = F.hardness_filter(records, scores, mode="lowest_score", keep_fraction=0.5)
+    assert [r["id"] for r in kept] == ["a0", "a1", "b0", "b1"]
+
+
 def test_dpr_hardness_scores_own_passage_and_ranks_it(tokenizer):
     config = BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64,
                         vocab_size=tokenizer.vocab_size, max_position_embeddings=128)

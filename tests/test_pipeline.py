@@ -209,7 +209,8 @@ def test_smoke_dag_end_to_end(smoke_repo, tmp_path):
     assert all("highest" in r for r in entities)
 
     qg = json.loads((repo / "results/smoke/question_generation.json").read_text())
-    assert set(qg["quality"]) == {"uncon", "con"} and qg["generation"]["con"]["generated"] > 0
+    assert set(qg["quality"]) == {"uncon", "con"}
+    assert all(qg["generation"][f"{g} s{seed}"]["generated"] > 0 for g in ("uncon", "con") for seed in (2022, 2023))
     filtering = json.loads((repo / "results/smoke/filtering.json").read_text())
     assert filtering["stage1_rule"] == "roundtrip" and filtering["mrc"]["trained"]
     for generator, counts in filtering["funnel"].items():
@@ -218,6 +219,10 @@ def test_smoke_dag_end_to_end(smoke_repo, tmp_path):
     assert mixing["sizes"]["mixed"] == mixing["sizes"]["uncon"] > 0
     synthetic = json.loads((repo / "outputs/synthetic/mixed.json").read_text())
     assert {r["generator"] for r in synthetic} == {"uncon", "con"}
+    # every replicate sampled, filtered and mixed its own sets; the first's are also the sets' own files
+    own = {seed: (repo / f"outputs/synthetic/s{seed}/uncon.json").read_bytes() for seed in (2022, 2023)}
+    assert own[2022] == (repo / "outputs/synthetic/uncon.json").read_bytes() and own[2022] != own[2023]
+    assert {r["replicate"] for r in map(json.loads, (repo / "outputs/filtering/s2023/kept_con.jsonl").open())} == {2023}
     for variant in ("uncon", "mixed", "rsm"):     # every replicate fine-tuned from its own pre-training
         seed = 2023 if variant in ("uncon", "mixed") else 2022          # RSM: dpr.related_seeds
         pre = json.loads((repo / f"results/smoke/dpr_{variant}_pre_s{seed}_training.json").read_text())
@@ -278,7 +283,8 @@ def test_smoke_dag_end_to_end(smoke_repo, tmp_path):
     assert table["accuracy"]["dpr_uncon_pre"]["nq"]["all"]["seeds"] == 2   # a seed stack, as the fine-tuned rows
     # the dose curve (mixing.doses: [12]): UnCon / Mixed pre-trained on their sets cut to 12, every seed
     for base in ("uncon", "mixed"):
-        assert len(json.loads((repo / f"outputs/synthetic/doses/{base}_d12.json").read_text())) == 12
+        for seed in (2022, 2023):
+            assert len(json.loads((repo / f"outputs/synthetic/s{seed}/doses/{base}_d12.json").read_text())) == 12
         assert table["accuracy"][f"dpr_{base}_d12_pre"]["nq"]["all"]["seeds"] == 2
     assert "dpr_mixed_d12_pre_minus_dpr_uncon_d12_pre" in table["paired"]
     headline = json.loads((repo / "results/smoke/headline.json").read_text())

@@ -65,6 +65,15 @@ def test_every_results_page_shows_the_questions_beside_the_verdicts(tmp_path):
     text = render_question_quality(folder)
     assert "**did not run**" in text and "| UnCon set | training set | 3 | 33% ✗ |" in text
     assert "2 random questions of UnCon set" in text and "dynastiesic dynasty" in text
+    # which generator, which hardness model, and whether the rows pool replicates' own sets: said above the table
+    (folder / "filtering.json").write_text(json.dumps({"stage1_rule": "roundtrip", "mrc": {"has_ans_f1": 71.2},
+                                                       "hardness": {"rule": "lowest_score", "model": "dpr_x"}}))
+    (folder / "question_generation.json").write_text(json.dumps({"architecture": "cloze", "generation": {
+        "uncon s1": {}, "con s1": {}, "uncon s2": {}, "con s2": {}}}))
+    text = render_question_quality(folder)
+    assert "Stage 1: `roundtrip`; the reader's has-answer F1 on held-out SQuAD 2.0 is 71.2" in text
+    assert "scores with dpr_x" in text and "rule-based cloze generator" in text
+    assert "Each of the 2 replicates sampled, filtered and mixed its own sets" in text
 
 
 def test_real_questions_whose_passage_the_corpus_lacks_are_left_out_of_the_reference(monkeypatch):
@@ -76,3 +85,12 @@ def test_real_questions_whose_passage_the_corpus_lacks_are_left_out_of_the_refer
     quality = synthetic.question_quality([], {}, GOOD + [outside], seed=0)
     (row,) = quality["rows"]
     assert row["set"] == "real questions" and row["questions"] == len(GOOD)
+
+
+def test_the_claims_caption_says_what_varies_between_runs():
+    from ecqg.report.claim import what_varies
+
+    assert "its own synthetic questions (sampled, filtered and mixed with that seed: 2 sets)" in what_varies(
+        {"replicates": {"s1": {}, "s2": {}}})
+    assert "its synthetic questions do not (one set, sampled once, read by every run)" in what_varies({"sets": {}})
+    assert what_varies(None) == ""

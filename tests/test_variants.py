@@ -28,7 +28,9 @@ def test_a_toy_variant_is_one_table_entry(with_toy):
     params = {**with_toy, "dpr": {**with_toy["dpr"], "seeds": [1, 2]}}
     text = dag.render(params)
     pre, fine = text.split("\n  pretrain_toy:")[1], text.split("\n  finetune_toy:")[1]
-    assert "deps: [notebooks/05_dpr_training.ipynb, outputs/synthetic/uncon.json, outputs/tempqg/tempqg.json," in pre
+    # its replicate's own UnCon set (qg.generate.per_replicate), TempQG's one set
+    assert "deps: [notebooks/05_dpr_training.ipynb, 'outputs/synthetic/s${item.seed}/uncon.json', " \
+           "outputs/tempqg/tempqg.json," in pre
     assert "polydpr]" in pre and "-p phase pretrain" in pre
     assert "outputs/models/dpr_toy_pre_s${item.seed}" in fine.split("outs:")[0]   # fine-tunes its own replicate's
     assert variants.pretrain_stage("toy", 2) == "pretrain_toy@2"
@@ -47,6 +49,18 @@ def test_unknown_names_are_refused_with_the_known_ones():
         variants.get("nope")
     assert variants.get("mixed_d10000").pretrain == ("mixed_d10000",)
     assert variants.synthetic_set("mixed_d10000").path == Path("outputs/synthetic/doses/mixed_d10000.json")
+    assert variants.synthetic_set("mixed_d10000").at(7) == Path("outputs/synthetic/s7/doses/mixed_d10000.json")
+    assert variants.SETS["etm"].at(7) == variants.SETS["etm"].path        # the related system's: one set
+
+
+def test_sets_are_per_replicate_exactly_where_params_say():
+    params = config.preset("mini", REPO / "params")
+    params = {**params, "dpr": {**params["dpr"], "seeds": [3, 4]}}
+    assert variants.generation_seeds(params) == [3, 4]
+    assert variants.set_path("uncon", 4, params) == Path("outputs/synthetic/s4/uncon.json")
+    shared = {**params, "qg": {**params["qg"], "generate": {**params["qg"]["generate"], "per_replicate": False}}}
+    assert variants.generation_seeds(shared) == [None]
+    assert variants.set_path("uncon", 4, shared) == Path("outputs/synthetic/uncon.json")
 
 
 def test_the_papers_orderings_come_from_the_table():

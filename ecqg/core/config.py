@@ -172,6 +172,7 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
     "qg.generate.autocast": ((str, type(None)), lambda v: v in (None, "bfloat16", "float16", "auto"),
                              "null (float32), bfloat16, float16 or auto (bfloat16 where the hardware has it)"),
     "qg.generate.uncon_passages": ((int,), _positive, "an integer > 0"),
+    "qg.generate.per_replicate": ((bool,), None, "true (a set per seed of dpr.seeds) or false (one set for all)"),
     "mrc.model": ((str,), bool, "a model reference (bundled:minilm, a directory or a hub id)"),
     "mrc.train_model": ((bool,), None, "true or false"),
     "mrc.max_length": ((int,), lambda v: 64 <= v <= 1024, "an integer in [64, 1024]"),

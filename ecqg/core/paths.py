@@ -110,14 +110,19 @@ def generator_dir(generator: str) -> Path:
     return QG_MODELS / generator
 
 
-def generated_file(generator: str) -> Path:
-    """Sampled questions of a generator (``uncon`` or ``con``), before filtering."""
-    return QG / f"generated_{generator}.jsonl"
+def _replicate(folder: Path, seed: int | None) -> Path:
+    return folder if seed is None else folder / f"s{seed}"
 
 
-def kept_file(generator: str) -> Path:
-    """Generated questions of a generator that passed both filters."""
-    return FILTERING / f"kept_{generator}.jsonl"
+def generated_file(generator: str, seed: int | None = None) -> Path:
+    """Sampled questions of a generator (``uncon`` or ``con``), before filtering; replicate ``seed``'s own where
+    stages 02-04 run per replicate (``ecqg.core.variants.generation_seeds``)."""
+    return _replicate(QG, seed) / f"generated_{generator}.jsonl"
+
+
+def kept_file(generator: str, seed: int | None = None) -> Path:
+    """Generated questions of a generator that passed both filters (replicate ``seed``'s, as above)."""
+    return _replicate(FILTERING, seed) / f"kept_{generator}.jsonl"
 
 
 def metrics_dir(profile: str) -> Path:

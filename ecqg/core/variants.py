@@ -34,16 +34,26 @@ PRE_SUFFIX = "_pre"                          # uncon_pre: a pre-trained variant 
 
 @dataclass(frozen=True)
 class SyntheticSet:
-    """A pre-training set (DPR retriever-json): the file and the stage that writes it."""
+    """A pre-training set (DPR retriever-json): the file and the stage that writes it. ``per_replicate``: stages
+    02-04 write one per replicate when ``qg.generate.per_replicate`` (:func:`generation_seeds`); ``path`` is then
+    the first replicate's, the one the related system's stages (pseudo-queries, TempQG) and the analyses read."""
 
     name: str
     path: Path
     stage: str
+    per_replicate: bool = False
+
+    def at(self, seed: int | str | None) -> Path:
+        """The file replicate ``seed`` pre-trains on (``seed`` may be DVC's ``${item.seed}``): its own under
+        ``outputs/synthetic/s<seed>/`` for a per-replicate set, else the one file."""
+        if seed is None or not self.per_replicate:
+            return self.path
+        return paths.SYNTHETIC / f"s{seed}" / self.path.relative_to(paths.SYNTHETIC)
 
 
 SETS: dict[str, SyntheticSet] = {s.name: s for s in (
-    SyntheticSet("uncon", paths.SYNTHETIC / "uncon.json", "mixing"),
-    SyntheticSet("mixed", paths.SYNTHETIC / "mixed.json", "mixing"),
+    SyntheticSet("uncon", paths.SYNTHETIC / "uncon.json", "mixing", per_replicate=True),
+    SyntheticSet("mixed", paths.SYNTHETIC / "mixed.json", "mixing", per_replicate=True),
     SyntheticSet("etm", paths.PSEUDO / "etm.json", "pseudo_queries"),
     SyntheticSet("rsm", paths.PSEUDO / "rsm.json", "pseudo_queries"),
     SyntheticSet(TEMPQG, paths.TEMPQG / f"{TEMPQG}.json", "tempqg"),
@@ -133,10 +143,11 @@ def get(name: str, table: Sequence[Variant] | None = None) -> Variant:
 
 
 # ----------------------------------------------------------------------------------------------- doses
-def dose_set(base: str, size: int) -> SyntheticSet:
+def dose_set(base: str, size: int | str) -> SyntheticSet:
     """Stage 04's ``base`` set cut to ``size`` questions (``mixing.doses``): nested, a smaller dose is a prefix of a
     larger one."""
-    return SyntheticSet(f"{base}_d{size}", paths.SYNTHETIC / "doses" / f"{base}_d{size}.json", "mixing")
+    return SyntheticSet(f"{base}_d{size}", paths.SYNTHETIC / "doses" / f"{base}_d{size}.json", "mixing",
+                        per_replicate=True)
 
 
 def dose_variant(base: str, size: int, table: Sequence[Variant] | None = None) -> Variant:
@@ -157,6 +168,20 @@ def synthetic_set(name: str) -> SyntheticSet:
     if base in DOSED_SETS and size.isdigit():
         return dose_set(base, int(size))
     raise ValueError(f"unknown synthetic set '{name}'; known: {', '.join(SETS)}")
+
+
+def generation_seeds(params: Mapping) -> list[int | None]:
+    """The replicates stages 02-04 sample, filter and mix a set for: every seed of ``dpr.seeds`` (a leading part of
+    which is ``dpr.related_seeds``) with ``qg.generate.per_replicate``, so the spread over a synthetic arm's runs
+    includes its questions'; else ``[None]``: one set that every replicate reads."""
+    if params["qg"]["generate"]["per_replicate"]:
+        return [int(s) for s in params["dpr"]["seeds"]]
+    return [None]
+
+
+def set_path(name: str, seed: int | str | None, params: Mapping) -> Path:
+    """The file of set ``name`` that replicate ``seed`` pre-trains on, under ``params``."""
+    return synthetic_set(name).at(seed if params["qg"]["generate"]["per_replicate"] else None)
 
 
 def doses(params: Mapping) -> list[int]:

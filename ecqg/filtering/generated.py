@@ -3,7 +3,8 @@
 Record::
 
     {"id", "passage_id", "entity": str | None, "entity_label": str | None, "question", "answer",
-     "generator": "uncon" | "con" | "tempqg", "sample_score", "sample"}  (+ "template" for tempqg)
+     "generator": "uncon" | "con" | "tempqg", "sample_score", "sample"}  (+ "template" for tempqg; + "replicate",
+     the seed, where each replicate has its own set; + "answer_start" from a rule-based generator)
 
 Passage text always comes from the corpus (``passages``: id -> ``{"title", "text"}``).
 """
@@ -42,6 +43,7 @@ def validate_generated(rec: Mapping[str, Any], path: str | Path, where: int | st
     out["entity_label"] = require(rec, "entity_label", str, path, where, optional=True)
     require(rec, "sample_score", (int, float), path, where, optional=True)
     require(rec, "sample", int, path, where, optional=True)
+    require(rec, "replicate", int, path, where, optional=True)
     return out
 
 

@@ -62,8 +62,8 @@ def hardness_filter(records: Iterable[Mapping], scores: Mapping[str, Mapping], m
                     ) -> tuple[list[dict], list[dict], dict[str, Any]]:
     """Keep the questions the baseline finds hard: ``(kept, rejected, stats)``, input order kept.
 
-    * ``lowest_score``: per generator, the ``keep_fraction`` with the lowest baseline score (ties by id), so both
-      generators lose the same share; rejected reason ``easy_score``.
+    * ``lowest_score``: per generator (and per replicate, where each has its own set), the ``keep_fraction`` with
+      the lowest baseline score (ties by id), so every set loses the same share; rejected reason ``easy_score``.
     * ``rank``: those whose own passage is *not* in the baseline's top ``max_rank`` (1: not already first), or not
       retrieved at all; rejected reason ``easy_rank``.
     Records gain ``dpr_score`` and ``dpr_rank``.
@@ -83,8 +83,9 @@ def hardness_filter(records: Iterable[Mapping], scores: Mapping[str, Mapping], m
         scored.append({**rec, "dpr_score": float(s["score"]), "dpr_rank": s["rank"]})
     if mode == "lowest_score":
         keep_ids = set()
-        for g in schemes.names():         # per generator: each keeps its own hardest share
-            group = sorted((r for r in scored if r["generator"] == g), key=lambda r: (r["dpr_score"], r["id"]))
+        for key in dict.fromkeys((r["generator"], r.get("replicate")) for r in scored):
+            group = sorted((r for r in scored if (r["generator"], r.get("replicate")) == key),
+                           key=lambda r: (r["dpr_score"], r["id"]))   # each set keeps its own hardest share
             keep_ids.update(r["id"] for r in group[:int(keep_fraction * len(group) + 0.5)])
         is_hard = [r["id"] in keep_ids for r in scored]
         reason = "easy_score"

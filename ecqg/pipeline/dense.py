@@ -96,10 +96,10 @@ def retriever_kind(variant: str, params: Mapping) -> str:
     return variants.get(variant).retriever_kind(params)
 
 
-def synthetic_records(name: str) -> list[dict]:
-    """A pre-training set (``ecqg.core.variants.SETS``: stage 04's, pseudo_queries', tempqg's, or a dose), DPR
-    retriever-json."""
-    return list(read_dpr_retriever_json(variants.synthetic_set(name).path))
+def synthetic_records(name: str, seed: int, params: Mapping) -> list[dict]:
+    """The pre-training set replicate ``seed`` reads (``ecqg.core.variants.SETS``: stage 04's, its own where sets
+    are per replicate; pseudo_queries', tempqg's, or a dose), DPR retriever-json."""
+    return list(read_dpr_retriever_json(variants.set_path(name, seed, params)))
 
 
 def _train_phase(model: Retriever, records: list[dict], heldout: int, config: TrainConfig, run_dir, seed: int,
@@ -161,7 +161,7 @@ def pretrain_variant(variant: str, params: Mapping, seed: int, progress: bool = 
     identity = {k: v for k, v in _settings_identity(variant, params).items() if k != "finetune"}
     phases, trail = [], []
     for name in spec.pretrain:
-        synthetic = synthetic_records(name)
+        synthetic = synthetic_records(name, seed, params)
         trail.append(data_fingerprint(synthetic))        # a phase's run depends on every set before it
         run_dir = checkpoints / fingerprint(identity, settings, seed, *trail)
         phases.append((name, _train_phase(model, synthetic, settings["heldout"],

@@ -175,12 +175,18 @@ def drop_checkpoints() -> None:
 
 
 def generate(model, tokenizer, generator: str, inputs: list[dict], params: Mapping, seed_tag: str,
-             progress: bool = True, resumable: bool = False) -> tuple[list[dict], dict]:
+             progress: bool = True, resumable: bool = False, replicate: int | None = None) -> tuple[list[dict], dict]:
     """Sample questions for ``inputs`` with the profile's sampling settings; returns records and drop counts.
+    ``replicate``: the set of that replicate (:func:`ecqg.core.variants.generation_seeds`): its own sampling seed,
+    and its records' ids end in ``-s<seed>`` and carry ``replicate``.
     With ``processes`` above 1 the batches are split over torchrun workers (:mod:`ecqg.runtime.parallel`).
     ``resumable``: finished batches are journalled under the generators' checkpoint folder, named by the model's
     weights, the inputs and the settings, so a cut stage takes them instead of sampling them again
     (:mod:`ecqg.qg.sampling`); :func:`drop_checkpoints` removes the journals with the rest."""
+    if replicate is not None:
+        records, drops = generate(model, tokenizer, generator, inputs, params, f"{seed_tag}-s{replicate}", progress,
+                                  resumable)
+        return [{**r, "id": f"{r['id']}-s{replicate}", "replicate": replicate} for r in records], drops
     from ecqg.qg import generator_for
     from ecqg.qg.sampling import generate_in_processes
 
@@ -220,17 +226,56 @@ def weights_digest(model) -> str:
     return digest.hexdigest()[:16]
 
 
-def unconditioned_inputs(params: Mapping) -> tuple[list[dict], dict]:
-    """Pool passages (``data.synthetic_pool``) for unconditioned generation: a seeded sample, without the test gold
-    passages when ``attention.exclude_test_gold`` (the same leak guard as stage 01's sample)."""
+def unconditioned_inputs(params: Mapping, replicate: int | None = None) -> tuple[list[dict], dict]:
+    """Pool passages (``data.synthetic_pool``) for unconditioned generation: a seeded sample (replicate
+    ``replicate``'s own), without the test gold passages when ``attention.exclude_test_gold`` (the same leak guard
+    as stage 01's sample)."""
     exclude = params["attention"]["exclude_test_gold"]
     excluded = test_gold_ids(params["data"]["test_sets"]) if exclude else set()
     pool = [p for p in pool_passages() if p["id"] not in excluded]
     size = min(params["qg"]["generate"]["uncon_passages"], len(pool))
-    chosen = sorted(random.Random(f"{params['seed']}-qg-uncon").sample(range(len(pool)), size))
+    tag = f"{params['seed']}-qg-uncon" + ("" if replicate is None else f"-s{replicate}")
+    chosen = sorted(random.Random(tag).sample(range(len(pool)), size))
     inputs = [{"passage_id": pool[i]["id"], "title": pool[i]["title"], "text": pool[i]["text"], "entity": None,
                "entity_start": None, "entity_label": None} for i in chosen]
     return inputs, {"pool": len(pool), "excluded_test_gold": len(excluded), "sampled": size}
+
+
+def sample_sets(models: Mapping[str, tuple], params: Mapping, progress: bool = True
+                ) -> tuple[dict[tuple[str, int | None], list[dict]], dict[str, dict]]:
+    """Stage 02's question sets: per replicate (:func:`ecqg.core.variants.generation_seeds`) UnCon's questions
+    (its own passage sample and sampling seed) and Con's (stage 01's lowest-attended entities, its own sampling
+    seed). Returns ``{(scheme, replicate): records}`` and a row of counts per set (named ``uncon`` or
+    ``uncon s<seed>``)."""
+    from time import perf_counter
+
+    from ecqg.core import variants
+
+    con_inputs = conditioned_inputs()
+    sets, counts = {}, {}
+    for replicate in variants.generation_seeds(params):
+        uncon_inputs, sampling = unconditioned_inputs(params, replicate)
+        for scheme, inputs in (("uncon", uncon_inputs), ("con", con_inputs)):
+            start = perf_counter()
+            model, tokenizer = models[scheme]
+            records, drops = generate(model, tokenizer, scheme, inputs, params, scheme, progress=progress,
+                                      resumable=True, replicate=replicate)
+            seconds = perf_counter() - start
+            sets[scheme, replicate] = records
+            counts[scheme if replicate is None else f"{scheme} s{replicate}"] = {
+                "inputs": len(inputs), "generated": drops["generated"], "kept": len(records),
+                "questions_per_s": round(drops["generated"] / max(seconds, 1e-9), 2),
+                "drops": {k: v for k, v in drops.items() if k != "generated"},
+                **({"pool": sampling["pool"]} if scheme == "uncon" else {})}
+    return sets, counts
+
+
+def write_sets(sets: Mapping[tuple[str, int | None], list[dict]]) -> None:
+    """Each set of :func:`sample_sets` to its file (``paths.generated_file``)."""
+    from ecqg.core.io import write_jsonl
+
+    for (scheme, replicate), records in sets.items():
+        write_jsonl(paths.generated_file(scheme, replicate), records)
 
 
 def _entity_input(record: Mapping, entity: Mapping, role: str) -> dict:

@@ -18,11 +18,14 @@ from ecqg.core.schemes import of_stage
 from ecqg.pipeline.common import passages_by_id  # noqa: F401  (notebooks 03 / 04 / 06 read passages through here)
 
 
-def generated_questions() -> dict[str, list[dict]]:
-    """Stage 02's sampled questions per generator, validated (errors name the file, line and field)."""
+def generated_questions(params: Mapping) -> dict[str, list[dict]]:
+    """Stage 02's sampled questions per generator (every replicate's set, each record naming its ``replicate``
+    where they are per replicate), validated (errors name the file, line and field)."""
+    from ecqg.core.variants import generation_seeds
     from ecqg.filtering import read_generated
 
-    return {g: list(read_generated(paths.generated_file(g))) for g in of_stage()}
+    return {g: [r for seed in generation_seeds(params) for r in read_generated(paths.generated_file(g, seed))]
+            for g in of_stage()}
 
 
 def probe_questions() -> list[dict]:
@@ -114,6 +117,13 @@ def stage1(records: list[dict], predictions: Mapping, passages: Mapping, params:
     return kept, [], {"in": len(kept), "kept": len(kept), "method": "none (stage 1 skipped)"}
 
 
+def hardness_model(params: Mapping) -> str:
+    """The model stage 2 scores hardness with (the page states it): the first replicate's fine-tuned DPR."""
+    from ecqg.pipeline.common import primary_seed
+
+    return f"dpr_baseline_s{primary_seed(params)} (DPR fine-tuned on the gold data, the first replicate)"
+
+
 def stage2(records: list[dict], passages: Mapping, params: Mapping, progress: bool = True
            ) -> tuple[list[dict], list[dict], dict, dict]:
     """Stage 2: the baseline DPR's score and own-passage rank for each survivor, then the hardness cut (the model of
@@ -137,11 +147,70 @@ def stage2(records: list[dict], passages: Mapping, params: Mapping, progress: bo
 # ------------------------------------------------------------------------------------------------ mixing
 
 
-def kept_questions() -> dict[str, list[dict]]:
-    """Stage 03's survivors per generator."""
+def write_kept(kept: list[dict], params: Mapping) -> dict[str, int]:
+    """Stage 03's survivors, a file per generator and replicate (``paths.kept_file``); returns the counts."""
+    from ecqg.core.io import write_jsonl
+    from ecqg.core.variants import generation_seeds
+
+    counts = {}
+    for seed in generation_seeds(params):
+        for g in of_stage():
+            path = paths.kept_file(g, seed)
+            counts[str(path)] = write_jsonl(path, [r for r in kept if r["generator"] == g
+                                                   and r.get("replicate") == seed])
+    return counts
+
+
+def kept_questions(seed: int | None = None) -> dict[str, list[dict]]:
+    """Stage 03's survivors per generator (replicate ``seed``'s where each has its own set)."""
     from ecqg.filtering import read_generated
 
-    return {g: list(read_generated(paths.kept_file(g))) for g in of_stage()}
+    return {g: list(read_generated(paths.kept_file(g, seed))) for g in of_stage()}
+
+
+def mix_replicate(seed: int | None, params: Mapping, test_keys: set[str]) -> dict[str, Any]:
+    """Stage 04 for one replicate's survivors (``seed``; None: the one shared set): deduplicated against each other
+    and the test questions (conditioned first, the scarcer), then UnCon and Mixed at ``mixing.total`` and their
+    doses, sampled with the replicate's seed. Returns the pools, sets, doses and their statistics."""
+    from ecqg.core import variants
+    from ecqg.filtering import mixing
+
+    kept = kept_questions(seed)
+    pool, dedupe_stats = mixing.dedupe(kept["con"] + kept["uncon"], test_keys)
+    pools = {g: [r for r in pool if r["generator"] == g] for g in kept}
+    m, sampling = params["mixing"], params["seed"] if seed is None else seed
+    mixed, uncon, set_stats = mixing.build_sets(pools["uncon"], pools["con"], m["total"], sampling,
+                                                require_total=m["require_total"])
+    return {"kept": {g: len(rs) for g, rs in kept.items()}, "pools": pools, "dedupe": dedupe_stats,
+            "mixed": mixed, "uncon": uncon, "sets": set_stats,
+            "doses": mixing.dose_sets(uncon, mixed, variants.doses(params), sampling)}
+
+
+def write_replicate(seed: int | None, mixed: Mapping[str, Any], examples: Mapping[str, Mapping],
+                    params: Mapping) -> dict[str, int]:
+    """One replicate's sets (:func:`mix_replicate`) to the files its pre-trainings read
+    (``ecqg.core.variants.SyntheticSet.at``); the first replicate's also to the sets' own paths, which the related
+    system's stages (pseudo-queries, TempQG) and the analyses read. Returns the sizes, by set name (``uncon``,
+    ``uncon_d400``, and ``... s<seed>`` for a replicate's own)."""
+    from ecqg.core import variants
+    from ecqg.filtering import mixing
+
+    first = variants.generation_seeds(params)[0]
+    suffix = "" if seed is None else f" s{seed}"
+    sizes = {}
+    for name in ("mixed", "uncon"):
+        sizes[name + suffix] = mixing.write_set(variants.SETS[name].at(seed), mixed[name], examples)
+        if seed is not None and seed == first:
+            sizes[name] = mixing.write_set(variants.SETS[name].path, mixed[name], examples)
+    for size, (dose_uncon, dose_mixed) in mixed["doses"].items():
+        for name, records in (("uncon", dose_uncon), ("mixed", dose_mixed)):   # the dose curve (mixing.doses)
+            sizes[f"{name}_d{size}{suffix}"] = mixing.write_set(variants.dose_set(name, size).at(seed), records,
+                                                                examples)
+    return sizes
+
+
+def replicate_name(seed: int | None) -> str:
+    return "the set" if seed is None else f"s{seed}"
 
 
 def test_question_keys(params: Mapping) -> set[str]:

@@ -140,12 +140,14 @@ def render_dose_curve(metrics_dir: Path, inputs: Mapping) -> str:
               r["verdict"]] for r in rows]
     own = sum(r["runs"] is not None and r["family"] == DOSE_FAMILY for r in rows)
     with_summaries = any(r.get("source") == "summaries" and r["runs"] is not None for r in rows)
+    per_replicate = len((mixing or {}).get("replicates") or {}) > 1
+    own_sets = ", and each cuts its dose from its own replicate's set" if per_replicate else ""
     return ("#### The dose curve\n\n"
             "NQ test Top-k as the synthetic set grows (questions per set; `dose`: pre-training examples per example "
             "fine-tuning sees, the paper's is about 4x). At every size each set is pre-trained with every training "
             "seed and searched right after pre-training; the fine-tuned models exist at the full set only. MiniLM: the "
             "untrained base every model starts from (one fixed model). A point's runs differ by their pre-training "
-            "seed (and with it the batch order); a dose is the set cut to that size, pre-trained for the same "
+            f"seed (and with it the batch order{own_sets}); a dose is the set cut to that size, pre-trained for the same "
             "number of epochs as the full set, so a larger dose is also more steps: data and steps vary together. "
             + caption(own, DOSE_FAMILY, with_summaries)
             + f" The fine-tuned rows are rows of {CLAIMS_FAMILY} and show its adjusted p (`family`). Figure: "

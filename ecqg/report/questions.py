@@ -50,11 +50,28 @@ def _filter_line(filtering: Mapping | None) -> str:
     rule = filtering.get("stage1_rule")
     reader = (f"the reader's has-answer F1 on held-out SQuAD 2.0 is {mrc['has_ans_f1']:.1f}"
               if mrc.get("has_ans_f1") is not None else "the reader was not evaluated")
+    hardness = filtering.get("hardness") or {}
+    stage2 = (f" Stage 2 (hardness, `{hardness['rule']}`) scores with {hardness['model']}."
+              if hardness.get("model") else "")
     if rule == "none":
         return (f"The round trip (stage 1) **did not run** here (`filtering.stage1: none`; {reader}): the hardness "
                 "stage chose among all generated questions, so \"hardest\" kept the ones least related to their "
-                "passage.")
-    return f"Stage 1: `{rule}`; {reader} (the bar: 60)."
+                "passage." + stage2)
+    return f"Stage 1: `{rule}`; {reader} (the bar: 60).{stage2}"
+
+
+def _generator_line(generation: Mapping | None, quality: Mapping | None) -> str:
+    """Which generator wrote the questions, and whether each replicate has its own (the rows pool them)."""
+    if not generation or not generation.get("architecture"):
+        return ""
+    arch = generation["architecture"]
+    who = ("the rule-based cloze generator (`qg.architecture: cloze`: an answer span of the passage replaced by a "
+           "wh-phrase of its type; answerable by construction, worded like its passage)" if arch == "cloze"
+           else f"`{generation.get('model')}` as a `{arch}` generator")
+    sets = [k for k in generation.get("generation", {}) if k.startswith("uncon s")]
+    pooled = (f" Each of the {len(sets)} replicates sampled, filtered and mixed its own sets; the rows pool them."
+              if len(sets) > 1 else "")
+    return f" Questions by {who}.{pooled}"
 
 
 def render_question_quality(metrics_dir: Path) -> str:
@@ -65,7 +82,7 @@ def render_question_quality(metrics_dir: Path) -> str:
     filtering = load_metrics(metrics_dir, "filtering.json")
     out = ["#### The synthetic questions the verdicts rest on\n",
            f"The method's bar (`ecqg.qg.quality.BAR`, ✗ where missed): {_bar_text()}. "
-           + _filter_line(filtering) + "\n"]
+           + _filter_line(filtering) + _generator_line(generation, quality) + "\n"]
     if quality:
         table = [[r["set"], r["stage"], f"{r['questions']:,}", *(_cell(k, r.get(k)) for k, _ in MEASURES)]
                  for r in quality["rows"]]

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ecqg.core import cli, paths, variants
+from ecqg.core import cli, paths, schemes, variants
 from ecqg.tooling.code_deps import REPO, code_deps
 
 DVC_YAML = Path("dvc.yaml")
@@ -87,18 +87,19 @@ def _training_outs(run: str, tag: str) -> tuple[list, list]:
     return outs, [_metric(f"{run}_training.json"), _metric(f"stage_05_dpr_training.{tag}.json")]
 
 
-def _set_deps(variant: variants.Variant) -> list[str]:
+def _set_deps(variant: variants.Variant, params: Mapping) -> list[str]:
+    """The sets a pre-training block reads: replicate ``${item.seed}``'s own where stages 02-04 run per replicate."""
     if variants.group(variant):                                     # one set per member, named like it
         dirs = {variants.SETS[s].path.parent for s in variant.pretrain}
         return [f"{d}/${{item.variant}}.json" for d in sorted(dirs)]
-    return [str(variants.synthetic_set(s).path) for s in variant.pretrain]
+    return [str(variants.set_path(s, "${item.seed}", params)) for s in variant.pretrain]
 
 
 def _kind_params(variant: variants.Variant) -> list[str]:
     return ["polydpr"] if variant.kind == "polydpr" else []
 
 
-def pretrain_stage_block(variant: variants.Variant, members: Sequence[variants.Variant]) -> Stage:
+def pretrain_stage_block(variant: variants.Variant, members: Sequence[variants.Variant], params: Mapping) -> Stage:
     matrix, name, seed = _axes(variant, members, "pretrain")
     run = f"dpr_{name}_pre_s{seed}"
     tag = f"{name}-pre-{seed}"
@@ -106,12 +107,12 @@ def pretrain_stage_block(variant: variants.Variant, members: Sequence[variants.V
     return Stage(variants.block("pretrain", variant),
                  f"python -m ecqg.tooling.notebook {NOTEBOOK_05} --tag {tag} -p variant {name} -p training_seed {seed} "
                  "-p phase pretrain",
-                 [f"notebooks/{NOTEBOOK_05}.ipynb", *_set_deps(variant)],
+                 [f"notebooks/{NOTEBOOK_05}.ipynb", *_set_deps(variant, params)],
                  ["seed", *MODEL_PARAMS, "dpr.pretrain", *_kind_params(variant)], outs, metrics, matrix,
                  comment=f"{', '.join(m.label for m in members)}: synthetic pre-training, one per replicate")
 
 
-def finetune_stage_block(variant: variants.Variant, members: Sequence[variants.Variant]) -> Stage:
+def finetune_stage_block(variant: variants.Variant, members: Sequence[variants.Variant], params: Mapping) -> Stage:
     matrix, name, seed = _axes(variant, members, "finetune")
     run = f"dpr_{name}_s{seed}"
     outs, metrics = _training_outs(run, f"{name}-{seed}")
@@ -137,9 +138,10 @@ def retrieve_stage_block(variant: variants.Variant, members: Sequence[variants.V
                          + (" right after pre-training" if pre else "") + ": every test set searched")
 
 
-def dose_stages() -> list[Stage]:
-    """The dose curve: UnCon and Mixed pre-trained on their sets cut to each size of ``mixing.doses``, and
-    searched with right after pre-training (their fine-tuned rows are the main variants, at ``mixing.total``)."""
+def dose_stages(params: Mapping) -> list[Stage]:
+    """The dose curve: UnCon and Mixed pre-trained on their sets cut to each size of ``mixing.doses`` (replicate
+    ``${item.seed}``'s sets where they are per replicate), and searched with right after pre-training (their
+    fine-tuned rows are the main variants, at ``mixing.total``)."""
     matrix = {"set": list(variants.DOSED_SETS), "size": "${mixing.doses}", "seed": "${dpr.seeds}"}
     name, seed = "${item.set}_d${item.size}", "${item.seed}"
     run, tag = f"dpr_{name}_pre_s{seed}", f"{name}-pre-{seed}"
@@ -148,7 +150,8 @@ def dose_stages() -> list[Stage]:
     return [
         Stage("pretrain_dose", f"python -m ecqg.tooling.notebook {NOTEBOOK_05} --tag {tag} -p variant {name} "
               f"-p training_seed {seed} -p phase pretrain",
-              [f"notebooks/{NOTEBOOK_05}.ipynb", f"{paths.SYNTHETIC}/doses/{name}.json"],
+              [f"notebooks/{NOTEBOOK_05}.ipynb", str(variants.dose_set("${item.set}", "${item.size}").at(
+                  seed if variants.generation_seeds(params) != [None] else None))],
               ["seed", *MODEL_PARAMS, "dpr.pretrain"], outs, metrics, matrix,
               comment="the dose curve: UnCon / Mixed pre-trained on their sets cut to each of mixing.doses"),
         Stage("retrieve_dose", f"python -m ecqg.stages.retrieve_dense {model} --seed {seed}",
@@ -172,7 +175,7 @@ def dense_stages(params: Mapping, table: Sequence[variants.Variant] | None = Non
     out = []
     for phase, build in (("pretrain", pretrain_stage_block), ("finetune", finetune_stage_block)):
         for members in grouped(phase, [v for v in table if phase != "pretrain" or v.pretrained]).values():
-            out.append((table.index(members[0]), phase == "finetune", build(members[0], members)))
+            out.append((table.index(members[0]), phase == "finetune", build(members[0], members, params)))
     out = [stage for *_, stage in sorted(out, key=lambda x: (x[0], x[1]))]
     out.append(Stage("retrieve_untrained", "python -m ecqg.stages.retrieve_dense untrained",
                      [*ENCODED_CORPUS, str(paths.QUESTIONS)], [*RETRIEVE_PARAMS, *MODEL_PARAMS],
@@ -183,7 +186,7 @@ def dense_stages(params: Mapping, table: Sequence[variants.Variant] | None = Non
         phase = "retrieve_pre" if pre else "retrieve"
         for members in grouped(phase, [v for v in table if v.pretrained or not pre]).values():
             out.append(retrieve_stage_block(members[0], members, pre))
-    return out + dose_stages()
+    return out + dose_stages(params)
 
 
 def _notebook(number: str, name: str, deps: list, params: list, outs: list, metrics: list,
@@ -231,6 +234,26 @@ def data_stages() -> list[Stage]:
     ]
 
 
+def _replicate_params(params: Mapping) -> list[str]:
+    """Stages 02-04 run once per seed of ``dpr.seeds`` where sets are per replicate: the list is their parameter."""
+    return ["dpr.seeds"] if variants.generation_seeds(params) != [None] else []
+
+
+def _generated_deps(params: Mapping) -> list[str]:
+    """Stage 02's question files; where there is one per replicate, its whole output folder (the seed list is then
+    the stages' parameter, and dvc.yaml stays the same whatever the seeds)."""
+    if variants.generation_seeds(params) != [None]:
+        return [str(paths.QG)]
+    return [str(paths.generated_file(g)) for g in schemes.of_stage()]
+
+
+def _kept_deps(params: Mapping) -> list[str]:
+    """Stage 03's survivors (as above: its output folder where they are per replicate)."""
+    if variants.generation_seeds(params) != [None]:
+        return [str(paths.FILTERING)]
+    return [str(paths.kept_file(g)) for g in schemes.of_stage()]
+
+
 def synthetic_stages(params: Mapping) -> list[Stage]:
     """The paper's synthetic data (01-04) and the related system's (pseudo-queries, TempQG: where a trained variant
     pre-trains on their sets)."""
@@ -241,19 +264,20 @@ def synthetic_stages(params: Mapping) -> list[Stage]:
                   "the first replicate's DPR: which entities its [CLS] attends to, and where"),
         _notebook("02", "question_generation", [str(paths.TRAIN_GOLD), str(paths.TRAIN_GOLD_DPR), *CORPUS_AND_POOL,
                                                 str(paths.QUESTIONS), str(paths.QG_ENTITIES)],
-                  ["seed", "qg", "attention.exclude_test_gold", "attention.probe_passages"], [str(paths.QG)],
+                  ["seed", "qg", "attention.exclude_test_gold", "attention.probe_passages", *_replicate_params(params)],
+                  [str(paths.QG)],
                   ["question_generation.json"], "the unconditioned and entity-conditioned generators",
                   checkpoints=str(paths.QG_CHECKPOINTS)),
-        _notebook("03", "filtering", ["${data.mrc_unanswerable}", f"{paths.QG}/generated_uncon.jsonl",
-                                      f"{paths.QG}/generated_con.jsonl", str(paths.QG_PROBES), str(paths.TRAIN_GOLD),
-                                      *CORPUS_AND_POOL, BASELINE_MODEL, BASELINE_INDEX],
-                  ["seed", "data.mrc_unanswerable", "mrc", "filtering"], [str(paths.FILTERING)], ["filtering.json"],
+        _notebook("03", "filtering", ["${data.mrc_unanswerable}", *_generated_deps(params), str(paths.QG_PROBES),
+                                      str(paths.TRAIN_GOLD), *CORPUS_AND_POOL, BASELINE_MODEL, BASELINE_INDEX],
+                  ["seed", "data.mrc_unanswerable", "mrc", "filtering", "qg.generate.per_replicate",
+                   *_replicate_params(params)], [str(paths.FILTERING)], ["filtering.json"],
                   "round trip through a reader, then the hard ones for the first replicate's DPR",
                   checkpoints=str(paths.MRC_CHECKPOINTS)),
-        _notebook("04", "mixing", [f"{paths.FILTERING}/kept_uncon.jsonl", f"{paths.FILTERING}/kept_con.jsonl",
-                                   str(paths.FILTER_DECISIONS), str(paths.TRAIN_GOLD), *CORPUS_AND_POOL,
-                                   str(paths.QUESTIONS), str(paths.BM25_INDEX)],
-                  ["seed", "mixing"], [str(paths.SYNTHETIC)], ["mixing.json", "question_quality.json"],
+        _notebook("04", "mixing", [*_kept_deps(params), str(paths.FILTER_DECISIONS), str(paths.TRAIN_GOLD),
+                                   *CORPUS_AND_POOL, str(paths.QUESTIONS), str(paths.BM25_INDEX)],
+                  ["seed", "mixing", "qg.generate.per_replicate", *_replicate_params(params)], [str(paths.SYNTHETIC)],
+                  ["mixing.json", "question_quality.json"],
                   "the UnCon and Mixed sets (and their doses), BM25 hard negatives"),
     ]
     if variants.builds("pseudo_queries", params):
