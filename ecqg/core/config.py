@@ -530,7 +530,16 @@ def _read_yaml(path: Path) -> dict:
                           "that holds dvc.yaml and params.yaml)") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML ({exc})") from None
-    return data or {}
+    return _bare_no(data or {})
+
+
+def _bare_no(node):
+    """``mixed_precision: no`` back to the string it means. YAML 1.1 (PyYAML, and DVC reading params) takes a bare
+    ``no`` for false, and ``dvc exp run -S`` rewrites params.yaml with ruamel (YAML 1.2), which drops the quotes of
+    ``"no"``: the one string a params file holds that YAML 1.1 reads as a boolean."""
+    if isinstance(node, dict):
+        return {k: "no" if k == "mixed_precision" and node[k] is False else _bare_no(node[k]) for k in node}
+    return node
 
 
 def load(path: str | Path = PARAMS_FILE) -> dict:
