@@ -165,7 +165,7 @@ def test_invalid_yaml_names_the_file(tmp_path):
 
 # ------------------------------------------------------------------------------- issue 18: errors that come early
 @pytest.mark.parametrize("dotted, value, message", [
-    ("mrc.stride", 192, r"'mrc.stride' \(192\) must be below 'mrc.max_length' \(192\)"),
+    ("mrc.stride", 128, r"'mrc.stride' \(128\) must be below 'mrc.max_length' \(128\)"),
     ("dpr.finetune.heldout", 500, r"'dpr.finetune.heldout' \(500\) must be below 'dpr.finetune.max_examples' \(500\)"),
     ("dpr.index.params", {"nprobe": 8}, r"'dpr.index.params' has \['nprobe'\], which a 'flat' index does not take"),
     ("attention.min_entities", 3, r"'attention.min_entities' \(3\) must exceed 'attention.lowest_entities' \(3\)"),
@@ -357,14 +357,23 @@ def test_processes_auto_is_the_gpus_at_run_time(monkeypatch):
 def test_hardness_without_the_round_trip_is_refused_unless_the_profile_is_an_ablation():
     """The paper's filter chain runs whole: 'hardest' among questions no reader checked means least related."""
     mini = config.preset("mini")
-    assert mini["filtering"]["stage1"] == "none" and mini["filtering"]["ablation"] is True
-    config.validate(mini, "mini")
-    refused = {**mini, "filtering": {**mini["filtering"], "ablation": False}}
+    ablation = {**mini, "filtering": {**mini["filtering"], "stage1": "none", "ablation": True}}
+    config.validate(ablation, "mini without its round trip, said so")
+    refused = {**ablation, "filtering": {**ablation["filtering"], "ablation": False}}
     with pytest.raises(ConfigError, match=r"'filtering.stage1' is none while the hardness stage selects.*"
                                           r"'filtering.ablation: true'"):
         config.validate(refused, "x")
     keeps_all = {**refused, "filtering": {**refused["filtering"], "keep_fraction": 1.0}}
     config.validate(keeps_all, "x")            # no selection by hardness: nothing to refuse
-    for profile in ("smoke", "study", "paper", "paper_three"):
+    for profile in ("mini", "replicates", "smoke", "study", "paper", "paper_three"):
         chain = config.preset(profile)["filtering"]
         assert chain["stage1"] == "roundtrip" and chain["ablation"] is False, profile
+
+
+def test_a_bare_no_from_dvc_exp_run_is_the_string_no(tmp_path):
+    """``dvc exp run -S`` rewrites params.yaml in YAML 1.2 and drops the quotes of ``mixed_precision: "no"``; YAML
+    1.1 would read the bare word as false."""
+    text = (REPO / "params.yaml").read_text(encoding="utf-8").replace('mixed_precision: "no"', "mixed_precision: no")
+    assert "mixed_precision: no" in text
+    (tmp_path / "params.yaml").write_text(text, encoding="utf-8")
+    assert config.load(tmp_path / "params.yaml")["mrc"]["train"]["mixed_precision"] == "no"

@@ -82,12 +82,18 @@ def test_a_short_pool_is_refused_when_the_profile_requires_the_total(n_uncon, n_
 
 
 def test_the_mixing_stage_passes_require_total():
-    """Notebook 04 (the mixing stage) builds the sets with the profile's ``mixing.require_total``."""
+    """Notebook 04 (the mixing stage) builds every replicate's sets (``mix_replicate``) with the profile's
+    ``mixing.require_total``."""
+    import inspect
     import json
+
+    from ecqg.pipeline import synthetic
 
     notebook = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "04_mixing.ipynb").read_text())
     code = "".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
-    assert re.search(r"mixing\.build_sets\([^)]*require_total=m\[\"require_total\"\]", code)
+    assert "sp.mix_replicate(seed, params, test_keys)" in code
+    assert re.search(r"mixing\.build_sets\([^)]*require_total=m\[\"require_total\"\]",
+                     inspect.getsource(synthetic.mix_replicate))
 
 
 def test_pools_must_hold_their_own_generator():

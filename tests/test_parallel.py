@@ -169,7 +169,7 @@ def test_two_processes_run_a_training_stage_as_one(tokenizer, workdir):
     from ecqg.core import config
     from ecqg.data.dpr import write_dpr_retriever_json
     from ecqg.pipeline import dense as stage
-    from ecqg.core.variants import SETS
+    from ecqg.core.variants import set_path
 
     base = workdir / "tiny-bert"
     cfg = BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2, intermediate_size=64,
@@ -178,9 +178,8 @@ def test_two_processes_run_a_training_stage_as_one(tokenizer, workdir):
     torch.manual_seed(0)
     BertModel(cfg).save_pretrained(base)
     tokenizer.save_pretrained(base)
-    SETS["uncon"].path.parent.mkdir(parents=True)
-    write_dpr_retriever_json(SETS["uncon"].path, _dpr_records())
     params = config.preset("mini", Path(__file__).resolve().parents[1] / "params")
+    write_dpr_retriever_json(set_path("uncon", 7, params), _dpr_records())   # replicate 7's own set
     params["dpr"].update(base_model=str(base), query_max_length=16, passage_max_length=32)
     params["dpr"]["pretrain"].update(lr=3e-3, batch_size=8, epochs=3, max_steps=5, heldout=4, mixed_precision="no",
                                      length_bucket_size=None, checkpoint_every=2, eval_every=None)

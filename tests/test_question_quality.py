@@ -88,7 +88,7 @@ def test_real_questions_whose_passage_the_corpus_lacks_are_left_out_of_the_refer
 
 
 def test_the_claims_caption_says_what_varies_between_runs():
-    from ecqg.report.claim import what_varies
+    from ecqg.report.questions import what_varies
 
     assert "its own synthetic questions (sampled, filtered and mixed with that seed: 2 sets)" in what_varies(
         {"replicates": {"s1": {}, "s2": {}}})

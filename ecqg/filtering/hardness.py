@@ -14,7 +14,6 @@ import numpy as np
 from ecqg.core.errors import DataFormatError
 
 from ecqg.filtering.generated import check_generated, filter_stats, passage_of
-from ecqg.core import schemes
 
 log = logging.getLogger(__name__)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+from ecqg.report.questions import what_varies
 from ecqg.analysis.encoder_comparison import PAPER
 from ecqg.pipeline.attention_bias import PAPER_POSITION_BIAS
 from ecqg.pipeline.results import PAPER_TABLE3
@@ -364,20 +365,6 @@ def caption(tested: int, family: str, with_summaries: bool) -> str:
             "resampling questions (or passages) only: it measures the test set's noise, not training's.")
 
 
-def what_varies(mixing: Mapping | None) -> str:
-    """The sentence that says what differs between two runs of a synthetic arm, from stage 04's record of its sets
-    (``mixing.json``: ``replicates`` names a set per seed where each run has its own)."""
-    own = [name for name in (mixing or {}).get("replicates", {}) if name.startswith("s")]
-    if len(own) > 1:
-        return (f"Between two runs of a synthetic arm everything its seed reaches varies: its own synthetic questions "
-                f"(sampled, filtered and mixed with that seed: {len(own)} sets), its pre-training and its "
-                "fine-tuning.")
-    if own or mixing:
-        return ("Between two runs of a synthetic arm its pre-training and fine-tuning vary; its synthetic questions "
-                "do not (one set" + (", sampled once" if not own else "") + ", read by every run).")
-    return ""
-
-
 def render_claim(metrics: Mapping, heading: bool = True) -> str:
     rows = claim_rows(metrics)
     if not rows:
@@ -402,7 +389,7 @@ def render_claim(metrics: Mapping, heading: bool = True) -> str:
     with_summaries = any(r.get("source") == "summaries" and r["runs"] is not None for r in rows)
     return (("#### The paper's claims, checked\n\n" if heading else "")
             + caption(tested, CLAIMS_FAMILY, with_summaries)
-            + (" " + what_varies(metrics.get("mixing")) if what_varies(metrics.get("mixing")) else "")
+            + (f" {varies}" if (varies := what_varies(metrics.get("mixing"))) else "")
             + " The paper's values come from its 21M-passage Wikipedia and BERT-base: compare directions; sizes "
             f"only as a scale. Premise rows first. {summary}\n\n"
             + md_table(["the paper's claim", "paper", "runs", "test", "n", "here [95% CI over runs]", "p (Holm)",

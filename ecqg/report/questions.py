@@ -108,3 +108,17 @@ def render_question_quality(metrics_dir: Path) -> str:
     else:
         return ""
     return "\n".join(out)
+
+
+def what_varies(mixing: Mapping | None) -> str:
+    """The sentence that says what differs between two runs of a synthetic arm, from stage 04's record of its sets
+    (``mixing.json``: ``replicates`` names a set per seed where each run has its own)."""
+    own = [name for name in (mixing or {}).get("replicates", {}) if name.startswith("s")]
+    if len(own) > 1:
+        return (f"Between two runs of a synthetic arm everything its seed reaches varies: its own synthetic questions "
+                f"(sampled, filtered and mixed with that seed: {len(own)} sets), its pre-training and its "
+                "fine-tuning.")
+    if own or mixing:
+        return ("Between two runs of a synthetic arm its pre-training and fine-tuning vary; its synthetic questions "
+                "do not (one set" + (", sampled once" if not own else "") + ", read by every run).")
+    return ""
