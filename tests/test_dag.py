@@ -53,8 +53,10 @@ SPEC = {
     "qg.generate.top_k": {"question_generation", "filtering", "mixing", *SYNTHETIC, "results", "mechanism", "report"},
     "mixing.total": {"mixing", *SYNTHETIC, "results", "mechanism", "report"},
     "mixing.doses": {"mixing", *SYNTHETIC, "results", "mechanism", "report"},
-    # more seeds add matrix stages; of the existing ones only the aggregation reruns (not 01 / 03, not seed 1's models)
-    "dpr.seeds": {"results", "mechanism", "report"},
+    # more seeds add matrix stages and, with per-replicate sets (qg.generate.per_replicate), rerun 02-04 for the new
+    # seed's sets; an existing seed's sets are drawn with its own seed and come out the same, and DVC skips a stage
+    # whose dependencies' contents did not change, so its models are not retrained (not 01, not seed 1's baseline)
+    "dpr.seeds": {"question_generation", "filtering", "mixing", *SYNTHETIC, "results", "mechanism", "report"},
     "dpr.related_seeds": {"results", "mechanism", "report"},
     # a variant more or fewer adds or drops its own stages (dvc.yaml is rewritten); of the rest, the aggregation
     "dpr.variants": {"results", "mechanism", "report"},

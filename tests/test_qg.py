@@ -425,6 +425,7 @@ def test_a_finished_generator_survives_the_removal_of_the_stage_outputs(tmp_path
 
     params = config.load(config.write_profile("smoke", tmp_path / "params.yaml", Path("params").resolve()))
     params["qg"]["train"].update(max_steps=3, checkpoint_every=2, batch_size=2)
+    params["qg"]["architecture"] = "prefix_lm"           # a generator with weights to train (smoke's is rule-based)
     monkeypatch.chdir(tmp_path)
     train = [_triple(0, "Who won Super Bowl 50?", "sb", "Denver Broncos"),
              _triple(1, "Where is Normandy?", "no", "France"),
