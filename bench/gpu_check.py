@@ -41,8 +41,8 @@ unchecked, said under ``fallbacks``):
 * DPR fine-tuning (``finetune``) at the profile's batch (128 questions + 1 hard negative each) without GradCache
   and with chunks, and pre-training (``pretrain``) at batch 1,024, without GradCache and then with halving chunks
   until one fits, through ``ecqg.retrieval.train`` with params/paper.yaml's settings of each phase (hard negatives,
-  length buckets): examples/s, peak memory and MFU (6 N per unpadded token; the peak from the device's name or
-  ``--peak-tflops``). The batch is the per-device one of a ``--processes`` N run (default: the GPUs visible here):
+  length buckets): examples/s, peak memory and MFU (6 N per unpadded token, N the non-embedding parameters; the
+  peak from the device's name or ``--peak-tflops``). The batch is the per-device one of a ``--processes`` N run (default: the GPUs visible here):
   global batch / N, what each GPU of an N-GPU DDP run encodes and backpropagates (``global_batch``, ``batch``,
   ``processes``); left out are the all-gather of the other devices' vectors (their passages in the score matrix)
   and the gradient all-reduce, so ``examples_per_s_all_devices`` (N x the per-device rate) is an upper bound;
@@ -366,11 +366,13 @@ def _reset_peak():
 
 
 def _encoder_params(s: dict) -> int:
-    """Parameters of one bert-base-shaped encoder (embeddings included): the N of 6 N per token."""
+    """Non-embedding parameters of one bert-base-shaped encoder (its layers, no embeddings, whose lookup is no
+    matmul, and no pooler, which DPR's [CLS] vector skips): the N of 6 N per token (85.1M for bert-base, as
+    ``ecqg.tooling.cost.BERT_BASE_PARAMS``)."""
     from transformers import BertModel
 
     with torch.device("meta"):
-        return sum(p.numel() for p in BertModel(_bert_config(s)).parameters())
+        return sum(p.numel() for p in BertModel(_bert_config(s), add_pooling_layer=False).encoder.parameters())
 
 
 PEAK_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}   # dense bf16/fp16

@@ -33,7 +33,6 @@ import argparse
 import csv
 import datetime
 import json
-import math
 import os
 import random
 import re
@@ -42,16 +41,14 @@ import sys
 import time
 from pathlib import Path
 
+from ecqg.tooling.scale_projection import PAPER_PASSAGES, THREADED, fit, parallel_share  # noqa: F401
+
 REPO = Path(__file__).resolve().parents[1]
-PAPER_PASSAGES, PAPER_QUESTIONS_PER_SET = 21_015_324, 1_000_000
+PAPER_QUESTIONS_PER_SET = 1_000_000
 TEST_QUESTIONS, NQ_DEV, TRAIN = 500, 500, 2000
 FIGURES = "scale-rehearsal figures:"     # the line a step process prints its figures on
 MARKERS = ("<!-- scale-rehearsal:start (bench/scale_rehearsal.py --write-docs writes this block) -->",
            "<!-- scale-rehearsal:end -->")
-# Steps whose work is spread over threads / processes by the host's core count: the 16-core projection of a
-# point measured without CPU time (before 2 Dec 2026) divides their time by 16 / cores and keeps the others'. A point
-# with its CPU time is split by measurement instead (:func:`parallel_share`).
-THREADED = {"index_bm25", "retrieve_bm25", "training_data"}
 STEPS = ("prepare", "index_bm25", "index_tfidf", "retrieve_bm25", "retrieve_tfidf", "training_data", "mixing",
          "pseudo_queries", "tempqg_templates")
 
@@ -220,20 +217,6 @@ def measure(name: str, work: Path) -> dict:
             "jvm_heap_gb": last["jvm_heap_gb"]}
 
 
-def parallel_share(point: dict, cores: int, step: str) -> float:
-    """The share of a step's wall time that ran spread over the cores, from its CPU and wall seconds (Amdahl's
-    model on ``cores`` cores: wall = serial + parallel / cores, CPU = serial + parallel), clipped to [0, 1]. An
-    estimate: time a thread spends beside the work (the JVM's garbage collector and compiler) counts as parallel
-    work. A point without its CPU time falls back to :data:`THREADED`."""
-    if "cpu_seconds" not in point:
-        return 1.0 if step in THREADED else 0.0
-    wall, cpu = point["seconds"], point["cpu_seconds"]
-    if cores < 2 or wall <= 0:
-        return 0.0
-    parallel_work = (cpu - wall) * cores / (cores - 1)       # CPU seconds of the spread part
-    return min(max(parallel_work / cores / wall, 0.0), 1.0)     # ... as a share of the wall time
-
-
 def rehearse(bundle: Path, root: Path, sizes: list[int], steps=STEPS, progress=print) -> dict:
     """Every step at every size; ``{"sizes": [...], "steps": {step: [{"passages", "seconds", ...}]}}``."""
     from ecqg.core.config import host_cores
@@ -251,22 +234,6 @@ def rehearse(bundle: Path, root: Path, sizes: list[int], steps=STEPS, progress=p
             out["steps"][step].append({"passages": n, **figures})
             progress(f"{n:>10,} passages  {step:<17} {figures['seconds']:>9.1f} s  {figures['peak_rss_gb']:>7.2f} GB")
     return out
-
-
-# ---------------------------------------------------------------------------------------------- fit, project
-def fit(points: list[dict]) -> dict:
-    """Growth between the two largest sizes, projected from the largest to the paper's corpus: the time exponent
-    ``log(t2 / t1) / log(n2 / n1)`` and the memory slope ``(m2 - m1) / (n2 - n1)``. The two largest, because at the
-    smallest sizes a process's fixed costs (imports, spaCy, the JVM) dominate and would flatten a fit over all."""
-    if len(points) < 2:
-        return {"exponent": None, "seconds_21m": None, "rss_gb_21m": None, "bytes_per_passage": None}
-    (n1, t1, m1), (n2, t2, m2) = ((p["passages"], max(p["seconds"], 1e-3), p["peak_rss_gb"]) for p in points[-2:])
-    exponent = math.log(t2 / t1) / math.log(n2 / n1)
-    slope = max((m2 - m1) / (n2 - n1), 0.0)              # GB per passage; memory never projected to shrink
-    return {"exponent": round(exponent, 2),
-            "seconds_21m": round(t2 * (PAPER_PASSAGES / n2) ** max(exponent, 0.0), 1),
-            "rss_gb_21m": round(m2 + slope * (PAPER_PASSAGES - n2), 1),
-            "bytes_per_passage": round(slope * 1e9, 1)}
 
 
 def table(result: dict) -> str:

@@ -7,6 +7,13 @@ times a counted amount of work: the stages of the DAG written for the profile (e
 ``--passages`` / ``--train-examples``). The corrections from the benchmark's conditions to the profile's are applied
 and printed with the table; GPU work no benchmark measured is listed, not guessed, so the totals are lower bounds.
 
+The rates come from the newest committed device measurement of each kind (:func:`measurements`: the newest
+``date`` among ``bench/results/gpu_check_*.json`` / ``gpu_feeding_*.json`` whose section measured it), so a new
+``bench/gpu_check.py --out bench/results/gpu_check_<device>_<date>.json`` reprices the DAG with no edit here. GPU work
+no benchmark measured is priced from its FLOPs at a stated share of the device's peak and marked *estimated*; the
+CPU stages' hours come from the scale rehearsal (``bench/results/scale_rehearsal.json``, projected to 16 cores), so
+the wall figure holds every stage.
+
 Size: one module over 400 lines because about a third of it is the printed account of where each count and rate
 comes from; the pieces (counting, rates, rendering) are one idea, a priced DAG.
 """
@@ -26,35 +33,58 @@ import yaml
 
 from ecqg.core import cli, config, variants
 from ecqg.tooling.dvc_stages import declared_paths, expanded_stages
+from ecqg.tooling.scale_projection import PAPER_PASSAGES, host_hours
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
 DOC = ROOT / "docs" / "paper_profile.md"
 START, END = "<!-- cost:start -->", "<!-- cost:end -->"
-ENCODING_FILE = "gpu_feeding_h100_2026-11-27.json"                # the final encoding loop (bench/results/README.md)
-CHECK_FILES = ("gpu_check_h100_2026-11-27_all_sections.json",      # two runs of every other section: their range
-               "gpu_check_h100_2026-11-27_one_tokenizer_thread.json")
+# Where each measured rate may come from, in order of preference on a date tie: the encoding loop's own benchmark
+# (gpu_feeding, the final loop of 27 Nov) before the device check's encoding section; every other rate from the
+# device check. The newest date wins; the files of that date and kind give the range.
+SOURCES = {"encoding": ("gpu_feeding_*.json", "gpu_check_*.json"), "finetune": ("gpu_check_*.json",),
+           "pretrain": ("gpu_check_*.json",), "sampling": ("gpu_check_*.json",), "reader": ("gpu_check_*.json",)}
+# Committed device files that are not a rate of today's code (bench/results/README.md says why): never read.
+SUPERSEDED = {"gpu_feeding_h100_2026-11-27_sweep1.json": "the encoding loop before its final code, threads swept"}
+REHEARSAL_FILE = "scale_rehearsal.json"            # bench/scale_rehearsal.py: the CPU stages at growing corpus sizes
+HOST_CORES = 16                                    # the host a GPU node gives the CPU stages
 # Sizes of DPR's published files, so a profile naming them needs no --passages / --train-examples.
 CORPORA = {"psgs_w100.tsv": 21_015_324}          # passages of DPR's Wikipedia split
 TRAIN_SETS = {"nq-train.json": 58_880}           # NQ train records with a positive: what the paper fine-tunes on
 # Issue 48's audit of the benchmark against params/paper.yaml.
 PASSAGE_TOKENS = {"psgs_w100.tsv": 142.5}        # mean WordPiece tokens per passage
 HARD_NEGATIVE_TOKENS = 1.7                       # tokens per pre-training example with one hard negative / with none
-# MFU = 6 x parameters x tokens/s / peak.
-BERT_BASE_PARAMS = 110e6
-H100_BF16_FLOPS = 989e12                         # dense bf16 peak of an H100 SXM
+# MFU = 6 x non-embedding parameters x tokens/s / peak (Kaplan et al.'s count: an embedding lookup is no matmul).
+# bert-base, per layer: attention 4h^2 + 4h, feed-forward 2 h ff + h + ff, two LayerNorms 4h (h 768, ff 3072).
+BERT_BASE_PARAMS = 12 * (4 * 768**2 + 4 * 768 + 2 * 768 * 3072 + 768 + 3072 + 4 * 768)     # 85.1M (110M with
+H100_BF16_FLOPS = 989e12                         # dense bf16 peak of an H100 SXM                 # embeddings)
+H100_FP32_FLOPS = 67e12                          # its float32 peak without tensor cores (FAISS's GEMMs)
 QUERY_TOKENS = 32                                # assumed tokens per question
 TRAINING_MFU_GOAL = 0.25                         # issue 48's goal for bert-base training on an H100 / H200
+WHAT_IF_MFU = (TRAINING_MFU_GOAL, 0.40)          # the what-ifs printed: training at the goal, and at 40%
+# The GPU work no benchmark measured, priced from its FLOPs at these shares of the peak (assumptions, said so):
+ESTIMATE_MFU = 0.25                              # model forwards and trainings (bf16): the training goal
+FAISS_EFFICIENCY = 0.5                           # FAISS's float32 GEMMs (IVF assignment, k-means) on the GPU
+KMEANS_ITERATIONS = 25                           # faiss.ClusteringParameters().niter, the coarse quantizer's training
+# BART-large (the paper's generator), non-embedding: encoder layers 4d^2+4d + 2 d ff+d+ff + 4d; decoder layers add
+# cross-attention 4d^2+4d and a LayerNorm; the tied output projection (50,265 x 1,024) is a matmul per target token.
+_D, _FF = 1024, 4096
+BART_LARGE_ENCODER = 12 * (4 * _D**2 + 4 * _D + 2 * _D * _FF + _D + _FF + 4 * _D)
+BART_LARGE_DECODER = 12 * (8 * _D**2 + 8 * _D + 2 * _D * _FF + _D + _FF + 6 * _D) + 50_265 * _D
+GENERATOR_TARGET_TOKENS = 24                     # assumed: an answer and a question, BPE tokens
 GPU_HOURS_GOALS = {"paper": 60, "paper_three": 24}   # issue 48's goals for one seed of each DAG
 UNITS = {"encoding": "passages", "finetune": "examples", "pretrain": "examples", "sampling": "questions",
-         "reader": "questions"}
+         "reader": "questions", "attention": "passages", "generator": "examples", "faiss": "passages"}
 ROWS = {"corpus encoding (retrieve_*)": "encoding", "fine-tuning (finetune_*)": "finetune",
         "pre-training (pretrain_*)": "pretrain", "question sampling (02, tempqg)": "sampling",
-        "round-trip reader (03, tempqg)": "reader", "hardness encoding (03, tempqg)": "encoding"}
-ENC, FT, PT, SAMPLE, READ, HARD = ROWS
+        "round-trip reader (03, tempqg)": "reader", "hardness encoding (03, tempqg)": "encoding",
+        "*estimated*: attention study (01)": "attention", "*estimated*: generator training (02)": "generator",
+        "*estimated*: FAISS index (retrieve_*)": "faiss"}
+ENC, FT, PT, SAMPLE, READ, HARD, ATTN, GEN, FAISS = ROWS
+ESTIMATED = ("attention", "generator", "faiss")  # rates from FLOPs (:func:`estimated_rates`), not from a benchmark
 CPU_STAGES = ("input_", "prepare", "index_", "tokenize_corpus", "retrieve@", "training_data", "mixing",
               "pseudo_queries", "hybrid@", "report")
-UNMEASURED_STAGES = ("attention_bias", "results", "mechanism")        # see unmeasured()
+UNMEASURED_STAGES = ("results", "mechanism")        # see unmeasured()
 _VARIANT = re.compile(r"-p variant (\S+)")
 
 
@@ -69,6 +99,7 @@ class Rate:
     files: tuple[str, ...]
     field: str
     factor: float = 1.0
+    date: str = ""
 
     @property
     def corrected(self) -> tuple[float, float]:
@@ -107,6 +138,7 @@ class Model:
     rates: dict[str, Rate]
     corrections: list[str]
     works: dict[str, list[Work]] = field(default_factory=dict)
+    host_hours: float = 0.0            # the CPU stages at the corpus's size, 16 cores (the scale rehearsal)
 
     def hours(self, work: Work) -> tuple[float, float]:
         """GPU-hours on one GPU: count / corrected rate (the fewer hours from the higher rate)."""
@@ -136,6 +168,32 @@ def read_result(name: str) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def _measured(figures: Mapping, key: str) -> bool:
+    """Whether a device file holds ``key``'s section as a measurement (the device check's status ``ok``; files from
+    before it wrote statuses: the section is there)."""
+    status = figures.get("sections", {}).get(key, {}).get("status", "ok")
+    return status == "ok" and bool(figures.get(key))
+
+
+def measurements(key: str) -> tuple[str, ...]:
+    """The committed device files that ``key``'s rate is read from: of the kinds :data:`SOURCES` allows, the newest
+    ``date`` with the section measured, the preferred kind on a tie; all files of that date and kind (a range)."""
+    found = []
+    for rank, pattern in enumerate(SOURCES[key]):
+        for path in sorted(RESULTS.glob(pattern)):
+            if path.name in SUPERSEDED:
+                continue
+            figures = json.loads(path.read_text(encoding="utf-8"))
+            if _measured(figures, key):
+                found.append((str(figures.get("date", "")), -rank, path.name))
+    if not found:
+        raise FileNotFoundError(f"no device measurement of `{key}` in {RESULTS} ({' or '.join(SOURCES[key])}): "
+                                "written by `python bench/gpu_check.py --out bench/results/gpu_check_<device>_<date>"
+                                ".json` on a GPU")
+    date, rank, _ = max(found)
+    return tuple(name for d, r, name in found if (d, r) == (date, rank))
+
+
 def _finetune_run(run: dict, name: str, chunk) -> dict:
     """The fine-tuning measurement at the profile's GradCache chunk (the benchmark ran with and without)."""
     for entry in run["finetune"]:
@@ -145,36 +203,55 @@ def _finetune_run(run: dict, name: str, chunk) -> dict:
                      f"{[e.get('grad_cache_chunk_size') for e in run['finetune']]}")
 
 
+def benchmark_tokens() -> float:
+    """Mean WordPiece tokens of the passages the encoding rate was measured on."""
+    return read_result(measurements("encoding")[0])["encoding"]["mean_tokens"]
+
+
 def rates(params: Mapping, sizes: Sizes) -> tuple[dict[str, Rate], list[str]]:
-    """The five rates, corrected to the profile, and the corrections in words."""
-    feeding, runs, dpr = read_result(ENCODING_FILE), [read_result(n) for n in CHECK_FILES], params["dpr"]
-    bench_tokens = feeding["encoding"]["mean_tokens"]
+    """The measured rates, corrected to the profile, the estimated ones, and the corrections in words."""
+    files = {key: measurements(key) for key in SOURCES}
+    read = {key: [read_result(n) for n in names] for key, names in files.items()}
+    dpr = params["dpr"]
+    bench_tokens = read["encoding"][0]["encoding"]["mean_tokens"]
     tokens = sizes.passage_tokens or bench_tokens
     longer = bench_tokens / tokens
-    fine = [_finetune_run(r, n, dpr["finetune"]["grad_cache_chunk_size"]) for r, n in zip(runs, CHECK_FILES)]
-    pre = [r["pretrain"] for r in runs]
+    fine = [_finetune_run(r, n, dpr["finetune"]["grad_cache_chunk_size"]) for r, n in zip(read["finetune"],
+                                                                                           files["finetune"])]
+    pre = [r["pretrain"] for r in read["pretrain"]]
     negatives = dpr["pretrain"]["hard_negatives"] >= 1 and max(p["hard_negatives"] for p in pre) == 0
+    sampling = [r["sampling"] for r in read["sampling"]]
+    new_tokens, want_tokens = max(s["max_new_tokens"] for s in sampling), params["qg"]["generate"]["max_new_tokens"]
+    decoder_steps = new_tokens / want_tokens
 
-    def span(key, values, where, factor=1.0, files=CHECK_FILES):
-        return Rate(key, min(values), max(values), files, where, factor)
+    def span(key, values, where, factor=1.0):
+        dates = sorted({str(r.get("date", "")) for r in read[key]})
+        return Rate(key, min(values), max(values), files[key], where, factor, ", ".join(dates))
 
     chunk = json.dumps(dpr["finetune"]["grad_cache_chunk_size"])
-    out = {"encoding": span("encoding", [feeding["encoding"]["steady_passages_per_s"]],
-                            "encoding.steady_passages_per_s", longer, (ENCODING_FILE,)),
+    out = {"encoding": span("encoding", [r["encoding"]["steady_passages_per_s"] for r in read["encoding"]],
+                            "encoding.steady_passages_per_s", longer),
            "finetune": span("finetune", [f["examples_per_s"] for f in fine],
                             f"finetune[grad_cache_chunk_size {chunk}].examples_per_s", longer),
            "pretrain": span("pretrain", [p["examples_per_s"] for p in pre], "pretrain.examples_per_s",
                             longer / (HARD_NEGATIVE_TOKENS if negatives else 1.0)),
-           "sampling": span("sampling", [r["sampling"]["questions_per_s"] for r in runs], "sampling.questions_per_s"),
-           "reader": span("reader", [r["reader"]["questions_per_s"] for r in runs], "reader.questions_per_s",
-                          longer)}
-    new_tokens = {r["sampling"]["max_new_tokens"] for r in runs}
+           "sampling": span("sampling", [s["questions_per_s"] for s in sampling], "sampling.questions_per_s",
+                            decoder_steps),
+           "reader": span("reader", [r["reader"]["questions_per_s"] for r in read["reader"]],
+                          "reader.questions_per_s", longer),
+           **estimated_rates(params, tokens)}
+    batches = sorted({s["batch"] for s in sampling})
     notes = [f"**passage length**: the benchmark's passages average {bench_tokens} WordPiece tokens (`mean_tokens`, "
-             f"`{ENCODING_FILE}`), `{sizes.corpus}`'s {tokens} "
+             f"`{files['encoding'][0]}`), `{sizes.corpus}`'s {tokens} "
              f"({'issue 48 audit' if sizes.passage_tokens else 'the benchmark read this corpus'}): the "
-             f"passage-bound rates (encoding, training, reader) x {longer:.3f}. Sampling is not scaled: its time is "
-             f"the decoder's steps, not the passage's one encoder pass (nor credited for the profile's "
-             f"{params['qg']['generate']['max_new_tokens']} new tokens against the benchmark's {max(new_tokens)})"]
+             f"passage-bound rates (encoding, training, reader) x {longer:.3f}",
+             f"**sampling shapes**: measured at batch {', '.join(map(str, batches))} and {new_tokens} new tokens, "
+             f"the profile samples at batch {params['qg']['generate']['batch_size']} and {want_tokens}: the rate x "
+             f"{new_tokens} / {want_tokens} = {decoder_steps:.3f} (a sampling's time is its decoder steps; the "
+             "encoder's one pass over the passage and the batch are not corrected)"
+             if decoder_steps != 1.0 else
+             f"**sampling shapes**: measured at the profile's {want_tokens} new tokens (batch "
+             f"{', '.join(map(str, batches))}; the profile's {params['qg']['generate']['batch_size']})"]
     if negatives:
         notes.append(f"**pre-training hard negative**: the benchmark pre-trained without one (`hard_negatives: 0`), "
                      f"`dpr.pretrain.hard_negatives` is {dpr['pretrain']['hard_negatives']}: the rate / "
@@ -186,10 +263,33 @@ def rates(params: Mapping, sizes: Sizes) -> tuple[dict[str, Rate], list[str]]:
                  "and reads and hardness-scores them as stage 03 does")
     for phase, got in (("finetune", fine[0]), ("pretrain", pre[0])):
         want = {k: dpr[phase][k] for k in ("batch_size", "grad_cache_chunk_size")}
-        have = {"batch_size": got["batch"], "grad_cache_chunk_size": got["grad_cache_chunk_size"]}
+        have = {"batch_size": got.get("global_batch", got["batch"]), "grad_cache_chunk_size": got["grad_cache_chunk_size"]}
         if want != have:
             notes.append(f"not corrected: `dpr.{phase}` trains with {want}, the benchmark measured {have}")
     return out, notes
+
+
+def estimated_rates(params: Mapping, passage_tokens: float) -> dict[str, Rate]:
+    """The GPU work no benchmark measured, as rates from its FLOPs at an assumed share of the peak
+    (:data:`ESTIMATE_MFU`, :data:`FAISS_EFFICIENCY`): a lower bound on its hours only as good as that assumption."""
+    index = params["dpr"]["index"]
+    dim = 768                                                     # bert-base's vectors
+    per_passage = {
+        # 01: one bert-base forward per passage (2 FLOPs per parameter per token)
+        "attention": 2 * BERT_BASE_PARAMS * passage_tokens,
+        # 02: one generator training example: 6 FLOPs per parameter per token, the encoder over the passage, the
+        # decoder (and the output projection) over the target
+        "generator": 6 * (BART_LARGE_ENCODER * min(passage_tokens * 1.1, params["qg"]["source_max_length"])
+                          + BART_LARGE_DECODER * GENERATOR_TARGET_TOKENS),
+        # retrieve_*: IVF assignment of a passage to its nearest of nlist centroids (2 d nlist) and, for PQ, its
+        # codes (2 d 2^nbits); a flat index only stores the vectors
+        "faiss": 2 * dim * (index["params"].get("nlist", 0) + 2 ** index["params"].get("nbits", 0)
+                            * (index["kind"] == "ivfpq")),
+    }
+    peaks = {"attention": ESTIMATE_MFU * H100_BF16_FLOPS, "generator": ESTIMATE_MFU * H100_BF16_FLOPS,
+             "faiss": FAISS_EFFICIENCY * H100_FP32_FLOPS}
+    return {key: Rate(key, peaks[key] / flops, peaks[key] / flops, (), f"{flops / 1e9:,.2f} GFLOPs per {UNITS[key][:-1]}")
+            for key, flops in per_passage.items() if flops}
 
 
 # ------------------------------------------------------------------------------------------------ counts
@@ -265,11 +365,38 @@ def _filtered(stage: str, label: str, how: str, parsed: float, questions: float,
              label, splits=False)] * hardness
 
 
+def _faiss_work(name: str, params: Mapping, sizes: Sizes) -> list[Work]:
+    """An IVF index's k-means (``train_size`` vectors assigned ``KMEANS_ITERATIONS`` times) and adding every passage
+    (its nearest centroid, its PQ codes), on one GPU (``faiss_index`` moves the index to device 0)."""
+    index = params["dpr"]["index"]
+    if index["kind"] not in ("ivf", "ivfpq"):
+        return []
+    train = min(index["params"].get("train_size") or sizes.passages, sizes.passages)
+    return [Work(name, FAISS, sizes.passages + train * KMEANS_ITERATIONS,
+                 f"{sizes.passages:,} passages added + {train:,} x {KMEANS_ITERATIONS} k-means assignments per stage "
+                 f"({index['kind']}, nlist {index['params']['nlist']:,})", splits=False)]
+
+
+def _generator_work(name: str, params: Mapping, sizes: Sizes) -> list[Work]:
+    """Stage 02's two generator trainings, where the generator is a model (not the rule-based cloze one)."""
+    if params["qg"]["architecture"] == "cloze":
+        return []
+    records = min(sizes.train_examples, params["data"].get("max_train_triples") or sizes.train_examples)
+    n, text = _epochs(records, params["qg"]["train"])
+    return [Work(name, GEN, n, text, label=kind, splits=False)
+            for kind in ("UnCon", "Con")]
+
+
 def stage_work(name: str, stage: Mapping, params: Mapping, sizes: Sizes) -> list[Work]:
     """The GPU work of one expanded stage; a stage no rule knows is an error (a new stage must be costed)."""
     base, y = name.partition("@")[0], params["yields"]
     if base.startswith("retrieve_"):
-        return [Work(name, ENC, sizes.passages, f"`{sizes.corpus}` once per stage")]
+        return [Work(name, ENC, sizes.passages, f"`{sizes.corpus}` once per stage")] + _faiss_work(name, params, sizes)
+    if base == "attention_bias":
+        a = params["attention"]
+        n = a["sample_passages"] + (a["condition_passages"] or 0)
+        return [Work(name, ATTN, n, f"{a['sample_passages']:,} studied + {a['condition_passages'] or 0:,} conditioning "
+                                    "passages, one bert-base forward each", splits=False)]
     if base.startswith("finetune_"):
         limit = params["dpr"]["finetune"]["max_examples"] or sizes.train_examples
         n, text = _epochs(min(sizes.train_examples, limit), params["dpr"]["finetune"])
@@ -279,7 +406,8 @@ def stage_work(name: str, stage: Mapping, params: Mapping, sizes: Sizes) -> list
         return [Work(name, PT, n, f"{text} per pass, one pass per set of the stage (`mixing.total`, or the dose)")
                 for n, text in (_epochs(set_size(s, params), params["dpr"]["pretrain"]) for s in sets)]
     if base == "question_generation":
-        return [Work(name, SAMPLE, n, how, label) for n, label, how in sampled(params).values()]
+        return ([Work(name, SAMPLE, n, how, label) for n, label, how in sampled(params).values()]
+                + _generator_work(name, params, sizes))
     if base == "filtering":
         parsed = {"uncon": y["parsed_uncon"], "con": y["parsed_con"], "probe": y["parsed_con"]}
         return [w for kind, (n, label, how) in sampled(params).items()     # Table 1's probes skip stage 2
@@ -297,16 +425,13 @@ def stage_work(name: str, stage: Mapping, params: Mapping, sizes: Sizes) -> list
 
 def unmeasured(params: Mapping) -> list[str]:
     """GPU work no benchmark measured: left out of the totals, named with its size."""
-    a, t = params["attention"], params["tempqg"]
-    return [f"`attention_bias` (01): bert-base forwards returning every layer's attention over "
-            f"{a['sample_passages'] + (a['condition_passages'] or 0):,} passages",
-            f"`question_generation` (02): fine-tuning two BART-large generators, {params['qg']['train']['epochs']} "
-            f"epochs each" + ("; 03: training the reader" if params["mrc"]["train_model"] else ""),
+    t = params["tempqg"]
+    return (["`filtering` (03): training the reader (`mrc.train_model`)"] if params["mrc"]["train_model"] else []) + [
             f"`tempqg`: its Poly-DPR template selector ({t['selector']['train']['epochs']} epochs) and generator "
             f"({t['train']['epochs']} epoch)",
             "`results` (06), `mechanism` (07): attention, probes, Poly-DPR codes",
-            "every `retrieve_*`: the test questions' encoding and FAISS (IVF-PQ training, adding, search); every "
-            "training: its validation encodings every `eval_every` steps"]
+            "every `retrieve_*`: the test questions' encoding and the FAISS search (the index's k-means and adding "
+            "are estimated above); every training: its validation encodings every `eval_every` steps"]
 
 
 # ------------------------------------------------------------------------------------------------ the DAG
@@ -321,6 +446,7 @@ def build(profile: str, passages: int | None = None, train_examples: int | None 
     size = sizes(params, passages, train_examples, passage_tokens)
     model = Model(profile, params, dag, size, *rates(params, size))
     model.works = {name: stage_work(name, stage, params, size) for name, stage in dag.items()}
+    model.host_hours = host_hours(read_result(REHEARSAL_FILE), HOST_CORES) * size.passages / PAPER_PASSAGES
     return model
 
 
@@ -374,6 +500,10 @@ def _gpus(n: int) -> str:
 
 def _rate_text(rate: Rate) -> str:
     measured, unit = _span(rate.low, rate.high), f"{UNITS[rate.key]}/s"
+    if rate.key in ESTIMATED:
+        share, peak = ((FAISS_EFFICIENCY, H100_FP32_FLOPS) if rate.key == "faiss" else
+                       (ESTIMATE_MFU, H100_BF16_FLOPS))
+        return f"{share:.0%} of {peak / 1e12:.0f} TFLOP/s over {rate.field} = {_span(rate.low, rate.high, 0)} {unit}"
     return f"{measured} {unit}" if rate.factor == 1.0 else (
         f"{measured} x {rate.factor:.3f} = {_span(*rate.corrected, 0)} {unit}")
 
@@ -397,7 +527,13 @@ def table(model: Model, names: Sequence[str], gpus: Sequence[int]) -> str:
             total = [(a[0] + b[0], a[1] + b[1]) for a, b in zip(total, figures)]
             rows.append([row, len({w.stage for w in mine}), _work_text(mine, UNITS[key]),
                          _rate_text(model.rates[key])] + [_span(*f) for f in figures])
-    rows.append(["**total**", len({w.stage for w in works}), "", ""] + [f"**{_span(*f)}**" for f in total])
+    if model.host_hours:
+        host = (model.host_hours, model.host_hours)
+        total = [total[0]] + [(a[0] + host[0], a[1] + host[1]) for a in total[1:]]
+        rows.append([f"CPU stages (host side, {HOST_CORES} cores)", len([n for n in names if n.startswith(CPU_STAGES)]),
+                     f"`{REHEARSAL_FILE}` projected to {model.sizes.passages:,} passages", "measured on 2 cores, "
+                     "projected", "-"] + [_span(*host)] * len(gpus))
+    rows.append(["**total**", len(names), "", ""] + [f"**{_span(*f)}**" for f in total])
     header = ["stage kind", "stages", "work", "rate on one H100, corrected", "GPU-hours"] + [
         f"wall h, {_gpus(n)}" for n in gpus]
     return md_table(header, rows, "lrlr" + "r" * (1 + len(gpus)))
@@ -424,47 +560,50 @@ def counts(model: Model) -> list[str]:
 
 def example_tokens(model: Model, key: str) -> float:
     """Tokens per training example at the profile's settings: a question and (1 + hard negatives) passages."""
-    bench = read_result(ENCODING_FILE)["encoding"]["mean_tokens"]
-    return QUERY_TOKENS + (1 + model.params["dpr"][key]["hard_negatives"]) * (model.sizes.passage_tokens or bench)
+    passages = model.sizes.passage_tokens or benchmark_tokens()
+    return QUERY_TOKENS + (1 + model.params["dpr"][key]["hard_negatives"]) * passages
 
 
-def at_training_goal(model: Model) -> Model:
-    """The same DAG with both trainings at :data:`TRAINING_MFU_GOAL` and every other rate as measured: a what-if
-    (nothing ran at that rate) that says whether the GPU-hour goals are within reach of the training goal alone."""
+def at_training_goal(model: Model, mfu: float = TRAINING_MFU_GOAL) -> Model:
+    """The same DAG with both trainings at ``mfu`` and every other rate as before: a what-if (nothing ran at that
+    rate) that says whether the GPU-hour goals are within reach of training alone."""
     rates = dict(model.rates)
     for key in ("finetune", "pretrain"):
-        goal = TRAINING_MFU_GOAL * H100_BF16_FLOPS / (6 * BERT_BASE_PARAMS * example_tokens(model, key))
+        goal = mfu * H100_BF16_FLOPS / (6 * BERT_BASE_PARAMS * example_tokens(model, key))
         rates[key] = replace(rates[key], low=goal, high=goal, factor=1.0)
     return replace(model, rates=rates)
 
 
-def goal_check(model: Model, gpus: int = 8) -> str:
-    """The what-if of :func:`at_training_goal` for the DAG and its three-system preset, against the goals."""
+def goal_check(model: Model, gpus: int = 8, mfu: float = TRAINING_MFU_GOAL) -> str:
+    """The what-if of :func:`at_training_goal` at ``mfu`` for the DAG and its three-system preset, against the
+    goals; the wall figure with the host side."""
     parts, largest, missed = [], None, []
     for m in filter(None, (model, three_systems(model))):
-        what = at_training_goal(m)
+        what = at_training_goal(m, mfu)
         works = [w for n in what.dag for w in what.works[n]]
         hours, wall = _sum(what.hours(w) for w in works), _sum(what.wall(w, gpus) for w in works)
+        wall = (wall[0] + m.host_hours, wall[1] + m.host_hours)
         goal = GPU_HOURS_GOALS.get(m.profile)
         missed += [m.profile] if goal is not None and hours[1] > goal else []
-        parts.append(f"`{m.profile}` {_span(*hours)} GPU-hours ({_span(*wall)} h wall on {_gpus(gpus)})"
-                     + (f" against a goal of {goal}" if goal else ""))
+        parts.append(f"`{m.profile}` {_span(*hours)} GPU-hours ({_span(*wall)} h wall on {_gpus(gpus)}, the host "
+                     "side included)" + (f" against a goal of {goal}" if goal else ""))
         if largest is None:
             by_row = {row: _sum(what.hours(w) for w in works if w.row == row) for row in ROWS}
             largest = max(by_row.items(), key=lambda kv: kv[1][1])
-    goal_rates = at_training_goal(model).rates
+    goal_rates = at_training_goal(model, mfu).rates
     rates = "; ".join(f"{label} {goal_rates[key].low:,.0f} examples/s"
                       for label, key in (("fine-tuning", "finetune"), ("pre-training", "pretrain")))
-    return (f"**At the training goal** (a what-if, not a measurement): with fine-tuning and pre-training at "
-            f"{TRAINING_MFU_GOAL:.0%} MFU ({rates}, by the MFU formula above) and every other rate as measured, "
+    return (f"**Training at {mfu:.0%} MFU** (a what-if, not a measurement): with fine-tuning and pre-training at "
+            f"{mfu:.0%} MFU ({rates}, by the MFU formula above) and every other rate as above, "
             f"{'; '.join(parts)}. The largest row would then be {largest[0]} at {_span(*largest[1])} GPU-hours. "
-            + (f"With training at the goal alone, still above the GPU-hour goal: {', '.join(f'`{m}`' for m in missed)}."
-               if missed else "Training at the goal would bring every DAG within its GPU-hour goal."))
+            + (f"Still above the GPU-hour goal: {', '.join(f'`{m}`' for m in missed)}."
+               if missed else "Every DAG would then be within its GPU-hour goal."))
 
 
 def mfu(model: Model) -> str:
     """Model FLOPs utilisation of training, at the measured rates and at the corrected ones."""
-    bench, run = read_result(ENCODING_FILE)["encoding"]["mean_tokens"], read_result(CHECK_FILES[0])
+    bench = benchmark_tokens()
+    run = {key: read_result(model.rates[key].files[0])[key] for key in ("finetune", "pretrain")}
     parts = []
     for key, label, measured_hn in (("finetune", "fine-tuning", run["finetune"][0]["hard_negatives"]),
                                     ("pretrain", "pre-training", run["pretrain"]["hard_negatives"])):
@@ -474,7 +613,8 @@ def mfu(model: Model) -> str:
             (r.low, measured), (r.high, measured), (r.corrected[0], profile), (r.corrected[1], profile))]
         parts.append(f"{label} {_span(*share[:2])}% as measured ({measured:.0f} tokens per example), "
                      f"{_span(*share[2:])}% at the corrected rate ({profile:.0f} tokens)")
-    return (f"**MFU** of training, 6 x {BERT_BASE_PARAMS / 1e6:.0f}M parameters (bert-base; each token goes through "
+    return (f"**MFU** of training, 6 x {BERT_BASE_PARAMS / 1e6:.1f}M non-embedding parameters (bert-base's 110M "
+            "less its embeddings, whose lookup is no matmul; each token goes through "
             f"one of the two towers) x tokens/s over {H100_BF16_FLOPS / 1e12:.0f} TFLOP/s (an H100's dense bf16 "
             f"peak), with {QUERY_TOKENS} tokens per question (assumed) + (1 + hard negatives) x the passage's tokens "
             f"per example, padding and GradCache's second forward not counted: {'; '.join(parts)}.")
@@ -487,20 +627,29 @@ def render(model: Model, gpus: Sequence[int]) -> str:
     command = f"python -m ecqg.tooling.cost --profile {model.profile} --gpus {' '.join(map(str, gpus))}"
     sources: dict[tuple[str, ...], list[str]] = {}
     for r in model.rates.values():
-        sources.setdefault(r.files, []).append(f"`{r.field}`")
+        if r.key not in ESTIMATED:
+            sources.setdefault(r.files, []).append(f"`{r.field}`")
+    dates = sorted({r.date for r in model.rates.values() if r.date})
     lines = [
         f"**GPU-hours**, generated by `{command} --write-doc` (`tests/test_cost.py` fails when this block differs "
-        f"from what `{command}` prints): each figure is a measured rate times a count. Counts: the "
+        f"from what `{command}` prints): each figure is a rate times a count. Counts: the "
         f"{len(names)} stages of the DAG expanded for `params/{model.profile}.yaml` (training seeds "
         f"{p['dpr']['seeds']}), its sizes, {model.sizes.passages:,} passages (`{model.sizes.corpus}`) and "
         f"{model.sizes.train_examples:,} gold training records (`{Path(p['data']['train_gold']).name}`). Rates: "
-        "one H100 80GB, 27 Nov 2026, random-weight models of the paper's sizes (`bench/results/README.md`), the "
-        "range of the runs, corrected to the profile as listed below.", "",
+        f"the newest committed device measurement of each (one H100 80GB, {', '.join(dates)}), random-weight models "
+        "of the paper's sizes (`bench/results/README.md`), the range of the runs, corrected to the profile as listed "
+        "below. Rows marked *estimated* were not measured: their rate is the share of the device's peak stated in the "
+        f"row over their FLOPs per unit (`ecqg/tooling/cost.py`: {ESTIMATE_MFU:.0%} of bf16 for models, "
+        f"{FAISS_EFFICIENCY:.0%} of float32 for FAISS's GEMMs). The host side is the scale rehearsal's projection of "
+        f"the CPU stages to this corpus on {HOST_CORES} cores (`bench/scale_rehearsal.py`'s table in "
+        "docs/paper_profile.md): in the "
+        "wall columns, not in the GPU-hours.", "",
         "**The whole DAG**", "", table(model, names, gpus), "",
         "`dvc repro` runs the stages one after another: a wall column adds up each stage's time, its GPU-hours / N "
         "on N GPUs where its work splits over `processes: N` (corpus encoding, sampling, the reader, and training, "
         "whose N processes gather their in-batch negatives; near-linear scaling assumed, not measured), its "
-        "GPU-hours where it does not (03's hardness encoding, in one process). " + concurrent(model, names, gpus), "",
+        "GPU-hours where it does not (01's attention study, 02's generator trainings, FAISS on device 0, 03's "
+        "hardness encoding, in one process), and the host side. " + concurrent(model, names, gpus), "",
     ]
     if three is not None:
         lines += [
@@ -514,8 +663,9 @@ def render(model: Model, gpus: Sequence[int]) -> str:
                                                  for files, fields in sources.items()) + ".", "",
               "**Corrections** to the benchmark's conditions:", ""]
     lines += [f"- {note}" for note in model.corrections]
-    lines += ["", "**Left out** of the totals, as no benchmark measured it, so the totals are lower bounds:", ""]
-    lines += [f"- {item}" for item in unmeasured(p)] + ["", mfu(model), "", goal_check(model)]
+    lines += ["", "**Left out** of the totals, neither measured nor estimated, so the totals are lower bounds:", ""]
+    lines += [f"- {item}" for item in unmeasured(p)] + ["", mfu(model)]
+    lines += [block for m in WHAT_IF_MFU for block in ("", goal_check(model, mfu=m))]
     return "\n".join(_wrap(line) for block in lines for line in block.rstrip("\n").split("\n")) + "\n"
 
 
