@@ -56,8 +56,9 @@ PASSAGE_TOKENS = {"psgs_w100.tsv": 142.5}        # mean WordPiece tokens per pas
 HARD_NEGATIVE_TOKENS = 1.7                       # tokens per pre-training example with one hard negative / with none
 # MFU = 6 x non-embedding parameters x tokens/s / peak (Kaplan et al.'s count: an embedding lookup is no matmul).
 # bert-base, per layer: attention 4h^2 + 4h, feed-forward 2 h ff + h + ff, two LayerNorms 4h (h 768, ff 3072).
-BERT_BASE_PARAMS = 12 * (4 * 768**2 + 4 * 768 + 2 * 768 * 3072 + 768 + 3072 + 4 * 768)     # 85.1M (110M with
-H100_BF16_FLOPS = 989e12                         # dense bf16 peak of an H100 SXM                 # embeddings)
+# 85.1M (110M with the embeddings).
+BERT_BASE_PARAMS = 12 * (4 * 768**2 + 4 * 768 + 2 * 768 * 3072 + 768 + 3072 + 4 * 768)
+H100_BF16_FLOPS = 989e12                         # dense bf16 peak of an H100 SXM
 H100_FP32_FLOPS = 67e12                          # its float32 peak without tensor cores (FAISS's GEMMs)
 QUERY_TOKENS = 32                                # assumed tokens per question
 TRAINING_MFU_GOAL = 0.25                         # issue 48's goal for bert-base training on an H100 / H200
@@ -72,6 +73,7 @@ _D, _FF = 1024, 4096
 BART_LARGE_ENCODER = 12 * (4 * _D**2 + 4 * _D + 2 * _D * _FF + _D + _FF + 4 * _D)
 BART_LARGE_DECODER = 12 * (8 * _D**2 + 8 * _D + 2 * _D * _FF + _D + _FF + 6 * _D) + 50_265 * _D
 GENERATOR_TARGET_TOKENS = 24                     # assumed: an answer and a question, BPE tokens
+BPE_PER_WORDPIECE = 1.1                          # assumed: BART's byte-level BPE pieces per WordPiece of a passage
 GPU_HOURS_GOALS = {"paper": 60, "paper_three": 24}   # issue 48's goals for one seed of each DAG
 UNITS = {"encoding": "passages", "finetune": "examples", "pretrain": "examples", "sampling": "questions",
          "reader": "questions", "attention": "passages", "generator": "examples", "faiss": "passages"}
@@ -263,7 +265,8 @@ def rates(params: Mapping, sizes: Sizes) -> tuple[dict[str, Rate], list[str]]:
                  "and reads and hardness-scores them as stage 03 does")
     for phase, got in (("finetune", fine[0]), ("pretrain", pre[0])):
         want = {k: dpr[phase][k] for k in ("batch_size", "grad_cache_chunk_size")}
-        have = {"batch_size": got.get("global_batch", got["batch"]), "grad_cache_chunk_size": got["grad_cache_chunk_size"]}
+        have = {"batch_size": got.get("global_batch", got["batch"]),     # the device check's per-device runs
+                "grad_cache_chunk_size": got["grad_cache_chunk_size"]}
         if want != have:
             notes.append(f"not corrected: `dpr.{phase}` trains with {want}, the benchmark measured {have}")
     return out, notes
@@ -279,7 +282,8 @@ def estimated_rates(params: Mapping, passage_tokens: float) -> dict[str, Rate]:
         "attention": 2 * BERT_BASE_PARAMS * passage_tokens,
         # 02: one generator training example: 6 FLOPs per parameter per token, the encoder over the passage, the
         # decoder (and the output projection) over the target
-        "generator": 6 * (BART_LARGE_ENCODER * min(passage_tokens * 1.1, params["qg"]["source_max_length"])
+        "generator": 6 * (BART_LARGE_ENCODER * min(passage_tokens * BPE_PER_WORDPIECE,
+                                                   params["qg"]["source_max_length"])
                           + BART_LARGE_DECODER * GENERATOR_TARGET_TOKENS),
         # retrieve_*: IVF assignment of a passage to its nearest of nlist centroids (2 d nlist) and, for PQ, its
         # codes (2 d 2^nbits); a flat index only stores the vectors
@@ -288,7 +292,8 @@ def estimated_rates(params: Mapping, passage_tokens: float) -> dict[str, Rate]:
     }
     peaks = {"attention": ESTIMATE_MFU * H100_BF16_FLOPS, "generator": ESTIMATE_MFU * H100_BF16_FLOPS,
              "faiss": FAISS_EFFICIENCY * H100_FP32_FLOPS}
-    return {key: Rate(key, peaks[key] / flops, peaks[key] / flops, (), f"{flops / 1e9:,.2f} GFLOPs per {UNITS[key][:-1]}")
+    return {key: Rate(key, peaks[key] / flops, peaks[key] / flops, (),
+                      f"{flops / 1e9:,.2f} GFLOPs per {UNITS[key][:-1]}")
             for key, flops in per_passage.items() if flops}
 
 
