@@ -110,3 +110,30 @@ def test_the_hardness_cut_keeps_each_generators_own_share_tempqg_included():
     kept, rejected, stats = hardness_filter(records, scores, "lowest_score", keep_fraction=0.5)
     assert sorted(r["id"] for r in kept) == ["tempqg-0", "tempqg-1", "uncon-0", "uncon-1"]
     assert (stats["tempqg_in"], stats["tempqg_kept"], stats["uncon_kept"], stats["con_in"]) == (4, 2, 2, 0)
+
+
+def test_tempqg_filters_by_its_own_first_rule_where_a_profile_sets_one(monkeypatch):
+    """``tempqg.stage1`` overrides stage 03's rule for TempQG's questions only (mini: answer in passage, as its
+    prefix LM's questions rarely pass the reader); null keeps stage 03's. The reader is not run for a rule that does
+    not read, and the funnel names the rule that ran."""
+    from ecqg.core import config
+    from ecqg.pipeline import synthetic as sp
+    from ecqg.pipeline import tempqg as stage
+
+    mini, smoke = config.preset("mini"), config.preset("smoke")
+    assert (stage.stage1_rule(mini), mini["filtering"]["stage1"]) == ("answer_in_passage", "roundtrip")
+    assert stage.stage1_rule(smoke) == smoke["filtering"]["stage1"] == "roundtrip"
+
+    def no_reader(*args, **kwargs):
+        raise AssertionError("the reader ran for a rule that does not read")
+
+    monkeypatch.setattr(sp, "read", no_reader)
+    monkeypatch.setattr(sp, "stage2", lambda kept, passages, params, progress=True: (kept, [], {}, {}))
+    monkeypatch.setattr(sp, "test_question_keys", lambda params: set())
+    records = [{"id": "t1", "passage_id": "p1", "question": "Which river flows through Lyon?", "answer": "The Rhone",
+                "generator": "tempqg", "entity": None, "template": "which river flows through _?"},
+               {"id": "t2", "passage_id": "p2", "question": "Who founded Apple?", "answer": "Steve Jobs",
+                "generator": "tempqg", "entity": None, "template": "who founded _?"}]
+    kept, funnel = stage.filter_questions(mini, records, PASSAGES, progress=False)
+    assert [r["id"] for r in kept] == ["t1"]               # "Steve Jobs" is not in its passage
+    assert funnel["stage1_rule"] == "answer_in_passage" and funnel["after_stage1"] == 1

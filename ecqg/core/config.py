@@ -223,6 +223,8 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
                               "shortest or second_shortest"),
     "tempqg.min_cluster_size": ((int,), _positive, "an integer > 0"),
     "tempqg.samples": ((int,), _positive, "an integer > 0"),
+    "tempqg.stage1": ((str, type(None)), lambda v: v in (None, "roundtrip", "answer_in_passage"),
+                      "null (filtering.stage1, as stage 03), roundtrip or answer_in_passage"),
     "tempqg.selector.heldout": ((int,), _positive, "an integer > 0"),
     "tempqg.selector.query_max_length": ((int,), _positive, "an integer > 0 (pieces of the passage the selector reads)"),
     **train_config.rules("tempqg.selector.train", SELECTOR_TRAIN_KEYS),    # a Poly-DPR: TrainConfig's rules

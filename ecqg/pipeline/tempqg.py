@@ -238,15 +238,23 @@ def set_passages() -> tuple[list[str], dict[str, dict]]:
     return pool, passages_by_id(set(pool))
 
 
+def stage1_rule(params: Mapping) -> str:
+    """The first filter TempQG's questions pass: ``tempqg.stage1``, else stage 03's ``filtering.stage1``."""
+    return params["tempqg"].get("stage1") or params["filtering"]["stage1"]
+
+
 def filter_questions(params: Mapping, records: list[dict], passages: Mapping, progress: bool = True
                      ) -> tuple[list[dict], dict]:
-    """Stage 03's filters with the profile's settings (the reader stage 03 trained, the baseline's hardness cut),
-    then test questions and duplicates out (:func:`ecqg.filtering.mixing.dedupe`)."""
+    """Stage 03's filters (the reader stage 03 trained, the baseline's hardness cut) with the first one
+    ``tempqg.stage1`` where a profile sets it (mini: TempQG's prefix LM writes too few questions its reader answers
+    for one per UnCon entry), then test questions and duplicates out (:func:`ecqg.filtering.mixing.dedupe`)."""
     from ecqg.filtering.mixing import dedupe
     from ecqg.pipeline import synthetic as sp
 
+    rule = stage1_rule(params)
+    params = {**params, "filtering": {**params["filtering"], "stage1": rule}}
     predictions: dict = {}
-    if params["filtering"]["stage1"] == "roundtrip":
+    if rule == "roundtrip":
         from ecqg.filtering import build_mrc_model
 
         model, tokenizer = build_mrc_model(str(paths.MRC_MODEL))
@@ -255,7 +263,7 @@ def filter_questions(params: Mapping, records: list[dict], passages: Mapping, pr
     kept2, _, stage2, _ = sp.stage2(kept1, passages, params, progress=progress)
     kept, deduped = dedupe(kept2, sp.test_question_keys(params), where="TempQG questions")
     funnel = {"generated": len(records), "after_stage1": len(kept1), "after_stage2": len(kept2),
-              "after_dedupe": len(kept), "stage1_rule": params["filtering"]["stage1"],
+              "after_dedupe": len(kept), "stage1_rule": rule,
               "dedupe_dropped": deduped["dropped"]}
     return kept, funnel
 
