@@ -41,7 +41,7 @@ import sys
 import time
 from pathlib import Path
 
-from ecqg.tooling.scale_projection import PAPER_PASSAGES, THREADED, fit, parallel_share  # noqa: F401
+from ecqg.tooling.scale_projection import PAPER_PASSAGES, THREADED, fit, on_cores, parallel_share  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER_QUESTIONS_PER_SET = 1_000_000
@@ -254,7 +254,7 @@ def table(result: dict) -> str:
             continue
         hours = f["seconds_21m"] / 3600
         share = parallel_share(points[-1], cores, step)
-        hours16 = hours * ((1 - share) + share * cores / 16)
+        hours16 = on_cores(hours, share, cores, 16)
         total_here, total_16, peak = total_here + hours, total_16 + hours16, max(peak, f["rss_gb_21m"])
         measured = "cpu_seconds" in points[-1]
         lines.append(f"| {step} | " + " | ".join(cells) +

@@ -83,7 +83,10 @@ ROWS = {"corpus encoding (retrieve_*)": "encoding", "fine-tuning (finetune_*)": 
         "*estimated*: attention study (01)": "attention", "*estimated*: generator training (02)": "generator",
         "*estimated*: FAISS index (retrieve_*)": "faiss"}
 ENC, FT, PT, SAMPLE, READ, HARD, ATTN, GEN, FAISS = ROWS
-ESTIMATED = ("attention", "generator", "faiss")  # rates from FLOPs (:func:`estimated_rates`), not from a benchmark
+# The rates from FLOPs (:func:`estimated_rates`), not from a benchmark: each at (share, peak) of the device.
+ESTIMATED = {"attention": (ESTIMATE_MFU, H100_BF16_FLOPS), "generator": (ESTIMATE_MFU, H100_BF16_FLOPS),
+             "faiss": (FAISS_EFFICIENCY, H100_FP32_FLOPS)}
+IVF_KINDS = ("ivf", "ivfpq")                     # the FAISS indexes that train k-means and assign every passage
 CPU_STAGES = ("input_", "prepare", "index_", "tokenize_corpus", "retrieve@", "training_data", "mixing",
               "pseudo_queries", "hybrid@", "report")
 UNMEASURED_STAGES = ("results", "mechanism")        # see unmeasured()
@@ -287,14 +290,12 @@ def estimated_rates(params: Mapping, passage_tokens: float) -> dict[str, Rate]:
                           + BART_LARGE_DECODER * GENERATOR_TARGET_TOKENS),
         # retrieve_*: IVF assignment of a passage to its nearest of nlist centroids (2 d nlist) and, for PQ, its
         # codes (2 d 2^nbits); a flat index only stores the vectors
-        "faiss": 2 * dim * (index["params"].get("nlist", 0) + 2 ** index["params"].get("nbits", 0)
-                            * (index["kind"] == "ivfpq")),
+        "faiss": 2 * dim * (index["params"]["nlist"] + 2 ** index["params"]["nbits"] * (index["kind"] == "ivfpq"))
+                 if index["kind"] in IVF_KINDS else 0,
     }
-    peaks = {"attention": ESTIMATE_MFU * H100_BF16_FLOPS, "generator": ESTIMATE_MFU * H100_BF16_FLOPS,
-             "faiss": FAISS_EFFICIENCY * H100_FP32_FLOPS}
-    return {key: Rate(key, peaks[key] / flops, peaks[key] / flops, (),
-                      f"{flops / 1e9:,.2f} GFLOPs per {UNITS[key][:-1]}")
-            for key, flops in per_passage.items() if flops}
+    rate = {key: share * peak / per_passage[key] for key, (share, peak) in ESTIMATED.items() if per_passage[key]}
+    return {key: Rate(key, r, r, (), f"{per_passage[key] / 1e9:,.2f} GFLOPs per {UNITS[key][:-1]}")
+            for key, r in rate.items()}
 
 
 # ------------------------------------------------------------------------------------------------ counts
@@ -374,7 +375,7 @@ def _faiss_work(name: str, params: Mapping, sizes: Sizes) -> list[Work]:
     """An IVF index's k-means (``train_size`` vectors assigned ``KMEANS_ITERATIONS`` times) and adding every passage
     (its nearest centroid, its PQ codes), on one GPU (``faiss_index`` moves the index to device 0)."""
     index = params["dpr"]["index"]
-    if index["kind"] not in ("ivf", "ivfpq"):
+    if index["kind"] not in IVF_KINDS:
         return []
     train = min(index["params"].get("train_size") or sizes.passages, sizes.passages)
     return [Work(name, FAISS, sizes.passages + train * KMEANS_ITERATIONS,
@@ -506,8 +507,7 @@ def _gpus(n: int) -> str:
 def _rate_text(rate: Rate) -> str:
     measured, unit = _span(rate.low, rate.high), f"{UNITS[rate.key]}/s"
     if rate.key in ESTIMATED:
-        share, peak = ((FAISS_EFFICIENCY, H100_FP32_FLOPS) if rate.key == "faiss" else
-                       (ESTIMATE_MFU, H100_BF16_FLOPS))
+        share, peak = ESTIMATED[rate.key]
         return f"{share:.0%} of {peak / 1e12:.0f} TFLOP/s over {rate.field} = {_span(rate.low, rate.high, 0)} {unit}"
     return f"{measured} {unit}" if rate.factor == 1.0 else (
         f"{measured} x {rate.factor:.3f} = {_span(*rate.corrected, 0)} {unit}")

@@ -42,14 +42,18 @@ def fit(points: list[dict]) -> dict:
             "bytes_per_passage": round(slope * 1e9, 1)}
 
 
+def on_cores(hours: float, share: float, measured_on: int, cores: int) -> float:
+    """A step's hours on ``cores`` cores from those measured on ``measured_on``: its parallel ``share`` divided by
+    ``cores`` / ``measured_on`` (near-linear scaling of that share assumed), the rest as it was."""
+    return hours * ((1 - share) + share * measured_on / cores)
+
+
 def host_hours(result: dict, cores: int = 16) -> float:
-    """Every rehearsed step's projected hours at the paper's size on ``cores`` cores: the parallel share of each
-    step's time divided by ``cores`` / the rehearsal's cores (near-linear scaling of that share assumed)."""
+    """Every rehearsed step's projected hours at the paper's size on ``cores`` cores (:func:`on_cores`)."""
     total = 0.0
     for step, points in result["steps"].items():
         f = fit(points)
-        if f["exponent"] is None:
-            continue
-        share = parallel_share(points[-1], result["cores"], step)
-        total += f["seconds_21m"] / 3600 * ((1 - share) + share * result["cores"] / cores)
+        if f["exponent"] is not None:
+            share = parallel_share(points[-1], result["cores"], step)
+            total += on_cores(f["seconds_21m"] / 3600, share, result["cores"], cores)
     return total
