@@ -72,7 +72,8 @@ def test_every_results_page_shows_the_questions_beside_the_verdicts(tmp_path):
         "uncon s1": {}, "con s1": {}, "uncon s2": {}, "con s2": {}}}))
     text = render_question_quality(folder)
     assert "Stage 1: `roundtrip`; the reader's has-answer F1 on held-out SQuAD 2.0 is 71.2" in text
-    assert "scores with dpr_x" in text and "rule-based cloze generator" in text
+    assert "scores with dpr_x" in text and "rule-based cloze translation" in text
+    assert "hold **by construction**" in text
     assert "Each of the 2 replicates sampled, filtered and mixed its own sets" in text
 
 
@@ -90,7 +91,12 @@ def test_real_questions_whose_passage_the_corpus_lacks_are_left_out_of_the_refer
 def test_the_claims_caption_says_what_varies_between_runs():
     from ecqg.report.questions import what_varies
 
-    assert "its own synthetic questions (sampled, filtered and mixed with that seed: 2 sets)" in what_varies(
+    assert "its questions and the filters' decisions on them (2 sets, each sampled, filtered and mixed" in what_varies(
         {"replicates": {"s1": {}, "s2": {}}})
     assert "its synthetic questions do not (one set, sampled once, read by every run)" in what_varies({"sets": {}})
     assert what_varies(None) == ""
+    shared = what_varies({"replicates": {"s1": {}, "s2": {}}},
+                         {"bias": {"conditioning": {"passages": 800}},
+                          "filtering": {"stage1_rule": "roundtrip", "hardness": {"model": "dpr_baseline_s2022 (x)"}}})
+    assert "Shared by every run: the 800 conditioning passages" in shared
+    assert "the reader of the round trip" in shared and "the hardness model (dpr_baseline_s2022)" in shared

@@ -30,7 +30,35 @@ def runs(tmp_path):
                                                   "b_only": (1.2, 0.04), "reversed": (-0.8, 0.01)}))
     _write(a, "encoder_comparison.json", {"table1_probe": {"dpr": {"difference": 4.0, "difference_p": 0.001}}})
     _write(b, "encoder_comparison.json", {"table1_probe": {"dpr": {"difference": 3.0, "difference_p": 0.2}}})
+    for run in (a, b):                                   # two runs of one design: the same dvc.lock
+        (run / "dvc.lock").write_text(LOCK, encoding="utf-8")
     return a, b
+
+
+LOCK = """schema: '2.0'
+stages:
+  results:
+    cmd: python -m ecqg.tooling.notebook 06
+    deps:
+    - path: ecqg/report/claim.py
+      hash: md5
+      md5: 0123456789abcdef0123456789abcdef
+    params:
+      params.yaml:
+        seed: 2022
+"""
+
+
+def test_two_designs_are_refused_unless_asked(runs, capsys):
+    (runs[1] / "dvc.lock").write_text(LOCK.replace("seed: 2022", "seed: 7"), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"two designs \(0 code files and 1 params differ, e.g. seed\)"):
+        agreement.compare_runs(*runs)
+    result = agreement.compare_runs(*runs, different_designs=True)
+    assert result["same_design"] is False
+    assert agreement.render(result).startswith("**Not one design** (0 code files and 1 params differ")
+    (runs[1] / "dvc.lock").unlink()
+    assert agreement.main([str(runs[0]), str(runs[1])]) == 2
+    assert "not known to be one design" in capsys.readouterr().err
 
 
 def test_verdicts_are_counted_by_how_they_compare(runs):
@@ -72,6 +100,7 @@ def test_the_command_prints_tables_and_fails_clearly(runs, tmp_path, capsys):
     assert "nowhere: no such metrics folder" in capsys.readouterr().err
     empty = tmp_path / "empty"
     empty.mkdir()
+    (empty / "dvc.lock").write_text(LOCK, encoding="utf-8")
     assert agreement.main([str(runs[0]), str(empty)]) == 2
     assert "share none of" in capsys.readouterr().err
     (runs[1] / "table3.json").write_text("{not json", encoding="utf-8")

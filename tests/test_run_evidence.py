@@ -12,8 +12,8 @@ import pytest
 
 from ecqg.analysis import run_evidence
 from ecqg.analysis.over_runs import over_runs, runs_difference
-from ecqg.analysis.stats import (detectable_effect, detectable_range, hierarchical_bootstrap, holm, holm_levels,
-                                 power_at, power_df, sd_factors)
+from ecqg.analysis.power import detectable, detectable_range, power_of, sd_factors
+from ecqg.analysis.stats import hierarchical_bootstrap, holm, holm_levels
 
 SEEDS = (2022, 2023, 2024)
 
@@ -75,20 +75,18 @@ def test_the_printed_rule_takes_the_wider_interval():
     assert chosen.run_se == pytest.approx(t.run_se) and chosen.run_df == t.run_df == 2
 
 
-def test_power_at_the_holm_level_with_the_runs_degrees_of_freedom():
+def test_power_at_the_holm_level_on_the_tests_own_scale():
     assert holm_levels([0.01, 0.2, None, 0.03]) == [0.05 / 3, 0.05 / 1, None, 0.05 / 2]
     low, high = sd_factors(4)
     assert (round(low, 2), round(high, 2)) == (0.6, 2.87)
     a, b = _seeded_arms(np.random.default_rng(5))
     interval = runs_difference(a, b, paired_runs=True)
     assert interval.run_df == 4 and interval.df > interval.run_df      # Satterthwaite credits the questions
-    at_holm = detectable_effect(interval.se, power_df(interval), 0.05 / 15)
-    assert at_holm > detectable_effect(interval.se, power_df(interval), 0.05) \
-        > detectable_effect(interval.se, interval.df, 0.05)
+    at_holm = detectable(interval, 0.05 / 15)
+    assert at_holm > detectable(interval, 0.05)
     lo, hi = detectable_range(interval, 0.05 / 15)
     assert lo < at_holm < hi
-    assert power_at(0.016, interval.se, power_df(interval), 0.05 / 15) < power_at(0.016, interval.se,
-                                                                                 power_df(interval), 0.05)
+    assert power_of(interval, 0.016, 0.05 / 15) < power_of(interval, 0.016, 0.05)
 
 
 def test_ranks_round_trip_through_the_committed_files(tmp_path, monkeypatch):
@@ -170,7 +168,7 @@ def test_recompute_prints_every_row_from_the_files_alone(tmp_path, capsys):
 
 
 def test_the_page_says_how_each_row_was_compared(tmp_path):
-    from ecqg.report.claim import render_claim
+    from ecqg.report.claims_table import render_claim
     from ecqg.report.evidence import claim_inputs
 
     text = render_claim(claim_inputs(_profile(tmp_path, np.random.default_rng(9))))

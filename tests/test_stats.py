@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from ecqg.analysis.tables import paired_bootstrap
-from ecqg.analysis.stats import (ONE_RUN, Interval, conservative, detectable_effect, hierarchical_bootstrap, holm,
-                        holm_checked, one_sample_interval, p_floor_ok, power_at, se_from_ci, verdict,
+from ecqg.analysis.power import detectable_effect, power_at
+from ecqg.analysis.stats import (ONE_RUN, Interval, conservative, hierarchical_bootstrap, holm,
+                        holm_checked, one_sample_interval, p_floor_ok, se_from_ci, verdict,
                         welch_interval)
 
 

@@ -18,7 +18,7 @@ from ecqg.analysis.stats import (Interval, units_by_runs, conservative, hierarch
 
 
 def runs_difference(a: np.ndarray, b: np.ndarray | None = None, *, paired_runs: bool = False,
-                    paired_units: bool = True,
+                    paired_units: bool = True, with_units: bool = True,
                     confidence: float = 0.95) -> Interval | None:
     """The t-interval over training runs of mean(a) - mean(b) from per-unit, per-run values (units x runs).
 
@@ -32,18 +32,22 @@ def runs_difference(a: np.ndarray, b: np.ndarray | None = None, *, paired_runs: 
 
     In every case the units' noise (test questions or passages, which every run shares) is added in quadrature: the
     SE over units of the run-averaged per-unit difference (``paired_units``), or of each arm's own units (two slices
-    of a test set). Degrees of freedom: the runs' (:func:`combined_se`). None with fewer than two runs where the
-    interval needs them."""
+    of a test set), unless ``with_units`` is False (the runs' spread alone: one of the tests a fragile verdict is
+    checked against). Degrees of freedom: Satterthwaite's (:func:`combined_se`). None with fewer than two runs
+    where the interval needs them."""
     a = units_by_runs(a, "a")
     b = None if b is None else units_by_runs(b, "b")
     per_run_a = a.mean(axis=0)
+    units = "units" if with_units else "no units"
     if b is None:
-        return replace(one_sample_interval(per_run_a, _unit_se(a.mean(axis=1)), confidence, runs=(a.shape[1],)),
-                       method="one model: t over runs + units") if a.shape[1] >= 2 else None
+        return replace(one_sample_interval(per_run_a, _unit_se(a.mean(axis=1)) if with_units else 0.0, confidence,
+                                           runs=(a.shape[1],)),
+                       method=f"one model: t over runs + {units}") if a.shape[1] >= 2 else None
     if paired_units and len(a) != len(b):
         raise ValueError(f"paired units need the same units in both arms: {len(a)} vs {len(b)}")
     unit_se = (_unit_se(a.mean(axis=1) - b.mean(axis=1)) if paired_units
                else math.hypot(_unit_se(a.mean(axis=1)), _unit_se(b.mean(axis=1))))
+    unit_se = unit_se if with_units else 0.0
     per_run_b = b.mean(axis=0)
     runs = (a.shape[1], b.shape[1])
     if paired_runs:
@@ -52,12 +56,12 @@ def runs_difference(a: np.ndarray, b: np.ndarray | None = None, *, paired_runs: 
         if a.shape[1] < 2:
             return None
         return replace(one_sample_interval(per_run_a - per_run_b, unit_se, confidence, runs=runs),
-                       method="paired by seed: t over runs + units")
+                       method=f"paired by seed: t over runs + {units}")
     if b.shape[1] == 1:
         if a.shape[1] < 2:
             return None
         return replace(one_sample_interval(per_run_a - per_run_b[0], unit_se, confidence, runs=runs),
-                       method="against one model: t over runs + units")
+                       method=f"against one model: t over runs + {units}")
     if min(runs) < 2:
         return None
     return welch_interval(float(per_run_a.mean()), float(per_run_a.std(ddof=1)), a.shape[1],
@@ -69,17 +73,37 @@ def _unit_se(values: np.ndarray) -> float:
     return float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else 0.0
 
 
-def over_runs(a: np.ndarray, b: np.ndarray | None = None, *, paired_runs: bool = False, paired_units: bool = True,
-              n_boot: int = 2000, seed: int = 0, confidence: float = 0.95) -> Interval | None:
-    """The rule the claims tables print, applied: the t-interval over runs with the units' noise added
-    (:func:`runs_difference`) or the hierarchical bootstrap over runs, then units (:func:`hierarchical_bootstrap`,
-    paired the same way), whichever is wider. None where the t-interval has too few runs (one run per arm says
-    nothing of training's spread, whatever a bootstrap over its questions says)."""
+# The defensible tests of one comparison: the printed rule takes the wider of the first and the last; a verdict that
+# changes between them is fragile (the claims table marks it).
+TESTS = ("t over runs + units", "t over runs only", "bootstrap over runs, then units")
+
+
+def defensible_tests(a: np.ndarray, b: np.ndarray | None = None, *, paired_runs: bool = False, paired_units: bool = True,
+             n_boot: int = 2000, seed: int = 0, confidence: float = 0.95) -> dict[str, Interval] | None:
+    """Each test of :data:`TESTS` on the same data, paired the same way; None where the t-interval has too few runs
+    (one run per arm says nothing of training's spread, whatever a bootstrap over its questions says)."""
     t = runs_difference(a, b, paired_runs=paired_runs, paired_units=paired_units, confidence=confidence)
     if t is None:
         return None
+    runs_only = runs_difference(a, b, paired_runs=paired_runs, paired_units=paired_units, with_units=False,
+                                confidence=confidence)
     boot = hierarchical_bootstrap(a, b, paired_units=paired_units, paired_runs=paired_runs, n_boot=n_boot,
                                   seed=seed, confidence=confidence)
     boot = replace(boot, method=t.method.split(":")[0] + ": bootstrap over runs, then units", run_se=t.run_se,
                    unit_se=t.unit_se, run_df=t.run_df)
-    return conservative(t, boot)
+    return dict(zip(TESTS, (t, runs_only, boot)))
+
+
+def over_runs(a: np.ndarray, b: np.ndarray | None = None, *, paired_runs: bool = False, paired_units: bool = True,
+              n_boot: int = 2000, seed: int = 0, confidence: float = 0.95) -> Interval | None:
+    """The rule the claims tables print, applied: the t-interval over runs with the units' noise added
+    (:func:`runs_difference`) or the hierarchical bootstrap over runs, then units (:func:`hierarchical_bootstrap`,
+    paired the same way), whichever is wider. None where the t-interval has too few runs."""
+    tests = defensible_tests(a, b, paired_runs=paired_runs, paired_units=paired_units, n_boot=n_boot, seed=seed,
+                     confidence=confidence)
+    return None if tests is None else printed_rule(tests)
+
+
+def printed_rule(tests: dict[str, Interval]) -> Interval | None:
+    """The wider of the t-interval with the units' noise and the hierarchical bootstrap."""
+    return conservative(tests[TESTS[0]], tests[TESTS[2]])

@@ -12,8 +12,8 @@ independent training runs:
 * :func:`welch_interval` / :func:`one_sample_interval` are t-intervals over the runs' means with the question-level
   variance added; with a handful of runs the bootstrap over runs is too narrow (three values have ten resamples), and
   the t-interval, wider, is the one to use (:func:`conservative`).
-* :func:`detectable_effect` is the smallest true difference the run would have found 4 times in 5 (80% power) at
-  its number of runs, so "not shown" says whether an effect of the paper's size was within reach.
+* :mod:`ecqg.analysis.power` holds the smallest true difference a row's test would have found 4 times in 5 (80%
+  power), so "not shown" says whether an effect of the paper's size was within reach.
 * :func:`holm` corrects the p-values within one declared family of claims.
 
 Pure numpy and scipy: nothing here loads a model, so training code never depends on it.
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 from scipy import stats as sps
@@ -97,17 +97,22 @@ class Interval:
     n_boot: int | None = None          # a bootstrap's resamples (its p-value's floor is 1 / (n_boot + 1))
     run_se: float | None = None        # the part of ``se`` that training runs contribute (estimated from few runs)
     unit_se: float | None = None       # the part the test questions / passages contribute (taken as known)
-    run_df: float | None = None        # the runs' own degrees of freedom (what power and its range are computed with)
+    run_df: float | None = None        # the runs' own degrees of freedom (the range of the detectable effect)
+    # a bootstrap's null-centred deviations |resample - observed|, sorted descending: what its p-value counts, so the
+    # smallest difference it calls significant at a level is read off them (:func:`critical_difference`)
+    null_deviations: tuple[float, ...] | None = field(default=None, repr=False, compare=False)
 
     @property
     def width(self) -> float:
         return self.high - self.low
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "runs": list(self.runs)}
+        out = {**asdict(self), "runs": list(self.runs)}
+        out.pop("null_deviations")
+        return out
 
 
-def _quantile(confidence: float, df: float | None) -> float:
+def t_quantile(confidence: float, df: float | None) -> float:
     q = 1.0 - (1.0 - confidence) / 2.0
     return float(sps.norm.ppf(q) if df is None or not math.isfinite(df) else sps.t.ppf(q, df))
 
@@ -123,7 +128,7 @@ def t_interval(diff: float, se: float, df: float, confidence: float, method: str
     if se == 0:
         p = 1.0 if diff == 0 else 0.0
         return Interval(diff, diff, diff, p, 0.0, df, method, runs)
-    half = _quantile(confidence, df) * se
+    half = t_quantile(confidence, df) * se
     return Interval(diff, diff - half, diff + half, _p_two_sided(diff / se, df), se, df, method, runs)
 
 
@@ -213,9 +218,10 @@ def hierarchical_bootstrap(a: np.ndarray, b: np.ndarray | None = None, *, paired
             means = means - per_unit_b[idx_b, np.arange(size)[:, None]].mean(axis=1)
         boot[start:stop] = means
     alpha = (1.0 - confidence) / 2.0
+    deviations = tuple(float(x) for x in np.sort(np.abs(boot - observed))[::-1])
     return Interval(observed, float(np.quantile(boot, alpha)), float(np.quantile(boot, 1.0 - alpha)),
                     null_centred_p(boot, observed), float(boot.std(ddof=1)) if n_boot > 1 else 0.0, None,
-                    "bootstrap over runs, then units", runs, n_boot)
+                    "bootstrap over runs, then units", runs, n_boot, null_deviations=deviations)
 
 
 def units_by_runs(x: np.ndarray, name: str) -> np.ndarray:
@@ -249,63 +255,7 @@ def se_from_ci(low: float | None, high: float | None, confidence: float = 0.95) 
     approximate sd), to combine a stored question-level interval with the spread over runs."""
     if low is None or high is None:
         return None
-    return (high - low) / (2.0 * _quantile(confidence, None))
-
-
-# ----------------------------------------------------------------------------------------------- power
-def detectable_effect(se: float, df: float | None, alpha: float = ALPHA, power: float = POWER) -> float:
-    """The smallest true difference a two-sided test at ``alpha`` finds with probability ``power``, given the
-    standard error of the difference and its degrees of freedom: ``(t_{1-alpha/2} + t_{power}) * se``."""
-    if se is None or not math.isfinite(se):
-        return math.nan
-    if df is None or not math.isfinite(df):
-        return float((sps.norm.ppf(1 - alpha / 2) + sps.norm.ppf(power)) * se)
-    return float((sps.t.ppf(1 - alpha / 2, df) + sps.t.ppf(power, df)) * se)
-
-
-def power_at(effect: float, se: float, df: float | None, alpha: float = ALPHA) -> float:
-    """The probability that a two-sided test at ``alpha`` finds a true difference of ``effect`` (noncentral t; the
-    normal where df is None)."""
-    if se is None or not math.isfinite(se) or se <= 0:
-        return math.nan
-    shift = abs(effect) / se
-    if df is None or not math.isfinite(df):
-        crit = sps.norm.ppf(1 - alpha / 2)
-        return float(sps.norm.sf(crit - shift) + sps.norm.cdf(-crit - shift))
-    crit = sps.t.ppf(1 - alpha / 2, df)
-    value = float(sps.nct.sf(crit, df, shift) + sps.nct.cdf(-crit, df, shift))
-    # scipy's noncentral t gives NaN far in its tail (shift of many SEs): there the power is the shifted central t's
-    return value if math.isfinite(value) else float(sps.t.sf(crit - shift, df))
-
-
-def sd_factors(df: float | None, confidence: float = 0.95) -> tuple[float, float]:
-    """How far the true sd may lie from one estimated with ``df`` degrees of freedom: the chi-square interval's
-    factors ``(low, high)`` (df 4, five runs: x0.60 to x2.87). ``(1, 1)`` for a normal (known) spread."""
-    if df is None or not math.isfinite(df):
-        return 1.0, 1.0
-    tail = (1.0 - confidence) / 2.0
-    return (float(math.sqrt(df / sps.chi2.ppf(1.0 - tail, df))), float(math.sqrt(df / sps.chi2.ppf(tail, df))))
-
-
-def detectable_range(interval: Interval, alpha: float = ALPHA, power: float = POWER,
-                     confidence: float = 0.95) -> tuple[float, float]:
-    """The detectable effect with the runs' part of its SE at either end of its sd's chi-square interval
-    (:func:`sd_factors`), the units' part as measured: how uncertain "detectable" is when a handful of runs gave
-    the spread."""
-    df = power_df(interval)
-    if interval.run_se is None:
-        value = detectable_effect(interval.se, df, alpha, power)
-        return value, value
-    unit = interval.unit_se or 0.0
-    ends = [math.hypot(f * interval.run_se, unit) for f in sd_factors(df, confidence)]
-    return tuple(detectable_effect(se, df, alpha, power) for se in ends)
-
-
-def power_df(interval: Interval) -> float | None:
-    """The degrees of freedom power is computed with: the runs' own where known (a handful of runs estimate the
-    spread the verdict is uncertain about; Satterthwaite's would credit the questions' part with hundreds), else the
-    interval's."""
-    return interval.run_df if interval.run_df is not None else interval.df
+    return (high - low) / (2.0 * t_quantile(confidence, None))
 
 
 def holm_levels(p_values: Sequence[float | None], alpha: float = ALPHA) -> list[float | None]:

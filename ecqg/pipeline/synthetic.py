@@ -243,16 +243,18 @@ def question_quality(decisions: list[dict], sets: Mapping[str, list[dict]], refe
     which part of :data:`ecqg.qg.quality.BAR` it misses; ``samples`` random questions of each training set and of
     the reference are kept for the page."""
     from ecqg.qg.quality import BAR, bar_misses, set_measures
+    from ecqg.runtime.models import load_spacy
 
     ids = {str(r["passage_id"]) for r in decisions} | {str(r["passage_id"]) for rs in sets.values() for r in rs}
     ids |= {str(r["passage_id"]) for r in reference}
     text_of = {pid: p["text"] for pid, p in passages_by_id(ids).items()}
     reference = [r for r in reference if str(r["passage_id"]) in text_of]   # a sub-sampled corpus lacks some
+    nlp = load_spacy(disable=("lemmatizer",))
     rows = []
 
     def row(name: str, stage: str, records: list[dict]) -> None:
         if records:
-            measures = set_measures(records, text_of)
+            measures = set_measures(records, text_of, nlp, seed)
             rows.append({"set": name, "stage": stage, **measures, "misses": bar_misses(measures)})
 
     for scheme in dict.fromkeys(r["generator"] for r in decisions):

@@ -231,6 +231,13 @@ class Cloze(Generator):
     kind: ClassVar[str] = "cloze"
     builds_from_encoder: ClassVar[bool] = False
     rule_based: ClassVar[bool] = True
+    description: ClassVar[str] = (
+        "rule-based cloze translation, Lewis et al. (2019)'s identity-mapping baseline: a sentence of the passage "
+        "with its answer span replaced in place by a wh-phrase of the span's spaCy type (no clause movement, no "
+        "paraphrase), the conditioning entity kept in a conditioned question")
+    # the answer is a span of the passage; a conditioned question is a sentence holding its entity; a sentence of
+    # the passage repeats a word back to back only where the passage does
+    by_construction: ClassVar[frozenset[str]] = frozenset({"answer_in_passage", "about_entity", "repeated_word"})
 
     @classmethod
     def recognises(cls, config) -> bool:

@@ -51,6 +51,17 @@ def encoder_architectures() -> tuple[str, ...]:
     return tuple(cls.kind for cls in REGISTRY.every() if cls.builds_from_encoder or cls.rule_based)
 
 
+def describe(architecture: str) -> str:
+    """A page's name for the generator of ``qg.architecture`` (or of a saved checkpoint's kind)."""
+    cls = generator_class(architecture)
+    return cls.description or f"a `{architecture}` generator"
+
+
+def by_construction(architecture: str) -> frozenset[str]:
+    """The quality measures that hold by construction for this architecture's questions."""
+    return generator_class(architecture).by_construction
+
+
 def is_rule_based(architecture: str) -> bool:
     """Whether ``qg.architecture`` names a generator with no weights (nothing to train)."""
     return generator_class(architecture).rule_based
@@ -63,6 +74,10 @@ class Generator:
     kind: ClassVar[str] = ""
     builds_from_encoder: ClassVar[bool] = False
     rule_based: ClassVar[bool] = False       # True: no weights; ``build()`` makes it, ``sample_records`` samples
+    # What it is, for the pages (one clause, honest about its limits), and which measures of ``ecqg.qg.quality``
+    # hold by construction for its questions: those say nothing about it and are marked so beside its rows.
+    description: ClassVar[str] = ""
+    by_construction: ClassVar[frozenset[str]] = frozenset()
 
     # --- which checkpoints and models ---------------------------------------------------------------------------
     @classmethod

@@ -164,6 +164,8 @@ class PrefixLMGenerator(Generator):
     top-k / top-p among the k best logits), the tokenizer's [PAD] after a sample ends."""
 
     kind = "prefix_lm"
+    description = ("a prefix language model warm-started from the base encoder (source and target in one BERT,"
+                   " UniLM-style), trained here on the gold triples")
     builds_from_encoder = True
 
     @classmethod

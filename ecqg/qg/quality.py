@@ -146,7 +146,11 @@ def has_repeated_word(question: str) -> bool:
     return _REPEAT.search(question) is not None
 
 
-def set_measures(records: Sequence[Mapping[str, Any]], text_of: Mapping[str, str]) -> dict[str, Any]:
+WELLFORMED_SAMPLE = 400   # questions a set's fragment and wh-type checks parse (a fixed random sample: spaCy's parse)
+
+
+def set_measures(records: Sequence[Mapping[str, Any]], text_of: Mapping[str, str], nlp=None,
+                 seed: int = 0) -> dict[str, Any]:
     """The bar's measures over one set of questions (generated, filtered, a training set, or real ones): each a
     share of its questions, None where it does not apply. ``records``: ``question``, ``answer``, ``passage_id`` and,
     for conditioned questions, ``entity``; ``text_of``: passage id -> text.
@@ -154,7 +158,9 @@ def set_measures(records: Sequence[Mapping[str, Any]], text_of: Mapping[str, str
     ``answer_in_passage``: the normalised answer occurs in the passage; ``about_entity``: a conditioned question
     mentions its entity (:func:`ecqg.qg.entities.mentions`) or asks for it (its answer is the entity); ``repeated_word``: :func:`has_repeated_word`;
     ``duplicate``: the normalised question repeats an earlier one of the set; ``words``: mean length;
-    ``passage_word_rate``: :func:`passage_word_rate`'s mean (real questions: ~0.6-0.7 on the mini data)."""
+    ``passage_word_rate``: :func:`passage_word_rate`'s mean (real questions: ~0.6-0.7 on the mini data). With a
+    spaCy pipeline ``nlp``, also :func:`ecqg.qg.wellformed.measures` (``fragment``, ``wh_type_agrees``) on a random
+    sample of :data:`WELLFORMED_SAMPLE` questions drawn with ``seed`` (``checked`` says how many)."""
     n = len(records)
     seen: set[str] = set()
     answer_in = repeated = dups = about = with_entity = words = 0
@@ -170,10 +176,18 @@ def set_measures(records: Sequence[Mapping[str, Any]], text_of: Mapping[str, str
             with_entity += 1
             about += mentions(rec["question"], rec["entity"]) or _is_entity(rec.get("answer"), rec["entity"])
     share = (lambda a, b: round(a / b, 4) if b else None)
-    return {"questions": n, "answer_in_passage": share(answer_in, n), "about_entity": share(about, with_entity),
-            "repeated_word": share(repeated, n), "duplicate": share(dups, n), "words": share(words, n),
-            "passage_word_rate": _mean(passage_word_rate(r["question"], text_of[str(r["passage_id"])], r.get("entity"))
-                                       for r in records)}
+    out = {"questions": n, "answer_in_passage": share(answer_in, n), "about_entity": share(about, with_entity),
+           "repeated_word": share(repeated, n), "duplicate": share(dups, n), "words": share(words, n),
+           "passage_word_rate": _mean(passage_word_rate(r["question"], text_of[str(r["passage_id"])], r.get("entity"))
+                                      for r in records)}
+    if nlp is not None and records:
+        import random
+
+        from ecqg.qg import wellformed
+
+        sample = random.Random(seed).sample(list(records), min(WELLFORMED_SAMPLE, n))
+        out.update(wellformed.measures([r["question"] for r in sample], [r.get("answer") or "" for r in sample], nlp))
+    return out
 
 
 def _is_entity(answer: str | None, entity: str) -> bool:

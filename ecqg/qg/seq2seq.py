@@ -25,6 +25,7 @@ class Seq2SeqGenerator(Generator):
     """A seq2seq checkpoint (BART, T5): its tokenizer's own target format, its own generation ids."""
 
     kind = "seq2seq"
+    description = "a seq2seq checkpoint (the paper's BART) fine-tuned on the gold triples"
 
     @classmethod
     def recognises(cls, config) -> bool:
@@ -83,6 +84,8 @@ class Bert2BertGenerator(Seq2SeqGenerator):
     ``target [SEP]``; encoder and decoder have their own configs and embeddings."""
 
     kind = "bert2bert"
+    description = ("an encoder-decoder warm-started from the base encoder (Rothe et al. 2020), its cross-attention "
+                   "trained from scratch on the gold triples")
     builds_from_encoder = True
 
     @classmethod

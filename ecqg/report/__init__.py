@@ -31,14 +31,16 @@ from pathlib import Path
 
 from ecqg.core import cli, paths
 from ecqg.core.io import write_text
-from ecqg.report.claim import claim_intro, claim_rows, render_claim, runs_text, test_text
+from ecqg.report.claim import claim_rows
+from ecqg.report.claims_table import claim_intro, paper_text, render_claim, runs_text, test_text, verdict_text
 from ecqg.report.fine_tuning import render_fine_tuning
 from ecqg.report.dose import draw_dose_curve, figure_path, render_dose_curve
 from ecqg.report.evidence import claim_inputs
 from ecqg.report.questions import render_question_quality
-from ecqg.report.markdown import CLAIM_BLOCK, SYNTHETIC_STAGES, interval_text, load_metrics, md_table, missing_note, num
+from ecqg.report.markdown import CLAIM_BLOCK, SYNTHETIC_STAGES, interval_text, load_metrics, md_table, missing_note
 from ecqg.report.headline import headline, render_comparison
 from ecqg.report.mechanism_section import render_mechanism
+from ecqg.report.scope import facts, render_scope
 from ecqg.report.related import render_poly_codes, render_pseudo_sets, render_questions, render_tempqg
 from ecqg.report.staleness import stale_banner, staleness
 from ecqg.report.sections import (render_attention_bias, render_encoder_comparison, render_generic,
@@ -57,17 +59,21 @@ def render_results(metrics_dir: str | Path, declared: set[str] | None = None) ->
     if settings:
         parts.append(settings)
     table3 = load_metrics(metrics_dir, "table3.json")
-    parts.append(render_table3(table3) if table3 else "#### Table 3\n\n" + missing_note(metrics_dir, "table3.json",
-                                                                                       "results"))
-    questions = render_questions(table3) if table3 else ""
+    inputs = claim_inputs(metrics_dir)
+    parts.append(render_table3(table3, inputs["evidence"]) if table3 else
+                 "#### Table 3\n\n" + missing_note(metrics_dir, "table3.json", "results"))
+    claims = claim_rows(inputs)
+    questions = render_questions(table3, claims=claims, ev=inputs["evidence"]) if table3 else ""
     if questions:
         parts.append(questions)
-    inputs = claim_inputs(metrics_dir)
     mech, bias, comparison = inputs["mechanism"], inputs["bias"], inputs["comparison"]
     synthetic = render_question_quality(metrics_dir)        # what the verdicts' pre-training read, before them
     if synthetic:
         parts.append(synthetic)
-    claim = render_claim(inputs)
+    scope = render_scope(facts(metrics_dir, claims))
+    if scope:
+        parts.append("#### What these runs can speak to\n\n" + scope.split("\n", 2)[2])
+    claim = render_claim(inputs, rows=claims)
     if claim:
         parts.append(claim)
     dose = render_dose_curve(metrics_dir, inputs)
@@ -150,18 +156,20 @@ HEADLINE_CLAIMS = ("Table 3, NQ Top-1: UnCon-DPR - DPR", "Table 3, NQ Top-1: Mix
 def render_claim_block(metrics_dir: Path) -> str:
     """The README's answer for one profile: the headline rows of its claims table (``HEADLINE_CLAIMS``), with the
     verdict over training runs and where the full table is."""
-    rows = [r for r in claim_rows(claim_inputs(metrics_dir)) if r["claim"].startswith(HEADLINE_CLAIMS)]
+    claims = claim_rows(claim_inputs(metrics_dir))
+    rows = [r for r in claims if r["claim"].startswith(HEADLINE_CLAIMS)]
     if not rows:
         raise ValueError(f"{metrics_dir}: no metrics to check the paper's claims against (run `dvc repro` first)")
-    table = [[r["claim"].removesuffix(r.get("detail", "")).removesuffix(" > 0"),
-              num(r["paper"], 2 if r["unit"] == "nats" else 1, signed=True) if r["paper"] is not None else "–",
+    table = [[r["claim"].removesuffix(r.get("detail", "")).removesuffix(" > 0"), paper_text(r),
               runs_text(r), test_text(r),
               interval_text(r["diff"], r["low"], r["high"], r["digits"], r["unit"]) if r["runs"] is not None else "–",
-              r["verdict"]] for r in rows]
+              verdict_text(r)] for r in rows]
     page = (metrics_dir / PAGE).as_posix()
+    scope = render_scope(facts(metrics_dir, claims), compact=True)
     return (f"\n{claim_intro(metrics_dir.name)}\n\n"
-            + md_table(["difference", "paper", "runs", "test", "here [95% CI over training runs]", "verdict"],
+            + md_table(["difference", "paper (here)", "runs", "test", "here [95% CI over training runs]", "verdict"],
                        table, ["l", "r", "r", "l", "r", "l"]).rstrip()
+            + ("\n\n" + scope.rstrip() if scope else "")
             + f"\n\nThe whole claims table, how each interval is computed, and every figure of the run: "
               f"[{page}]({page}).\n")
 

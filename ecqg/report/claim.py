@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from ecqg.report.questions import what_varies
 from ecqg.analysis.encoder_comparison import PAPER
 from ecqg.pipeline.attention_bias import PAPER_POSITION_BIAS
 from ecqg.pipeline.results import PAPER_TABLE3
@@ -29,9 +28,10 @@ import numpy as np
 
 from ecqg.pipeline.evidence import ENTITY_SLICES, MOVED_MEASURE
 from ecqg.report import evidence
-from ecqg.report.markdown import interval_text, md_table, num, pval, subtree
-from ecqg.analysis.stats import (ALPHA, ONE_RUN, POWER, detectable_effect, detectable_range, holm_checked, holm_levels,
-                                 power_at, power_df, verdict)
+from ecqg.report.markdown import num, subtree
+from ecqg.analysis.over_runs import TESTS
+from ecqg.analysis.power import critical_difference, detectable, detectable_range, power_of, translated_effect
+from ecqg.analysis.stats import holm_checked, holm_levels, verdict
 
 Getter = Callable[[Mapping], "dict | None"]
 
@@ -41,14 +41,24 @@ def _from_evidence(got: "evidence.Measured | None", digits: int, **extra) -> dic
     if got is None:
         return None
     return {"n": got.n, "q_diff": got.q_diff, "q_low": got.q_low, "q_high": got.q_high, "q_p": None,
-            "digits": digits, "runs": got.interval, "arm_runs": got.arm_runs, "source": "per-run files", **extra}
+            "digits": digits, "runs": got.interval, "arm_runs": got.arm_runs, "tests": got.tests,
+            "source": "per-run files", **extra}
+
+
+def _reference(m: Mapping, b: str, k: int) -> dict:
+    """Arm B's NQ Top-k here and in the paper: what a Top-k row's paper effect is translated with."""
+    here = subtree(m.get("table3"), "accuracy", b, "nq", "all")
+    paper = _paper_accuracy(b, k)
+    if here is None or here.get(f"top{k}") is None or paper is None:
+        return {}
+    return {"reference": (paper, float(here[f"top{k}"]))}
 
 
 def _table3(a: str, b: str, k: int) -> Getter:
     def get(m: Mapping) -> dict | None:
         ev = m.get("evidence")
         if ev is not None and (row := _from_evidence(evidence.topk_difference(ev, a, b, k), 1, pair=(a, b),
-                                                     k=k)) is not None:
+                                                     k=k, **_reference(m, b, k))) is not None:
             return row
         acc = subtree(m.get("table3"), "accuracy")
         node = subtree(m.get("table3"), "paired", f"{a}_minus_{b}", "nq", "all")
@@ -58,7 +68,8 @@ def _table3(a: str, b: str, k: int) -> Getter:
         return {"n": node.get("n"), "q_diff": node[f"top{k}_diff"], "q_low": node.get(f"top{k}_ci_low"),
                 "q_high": node.get(f"top{k}_ci_high"), "q_p": node.get(f"top{k}_p"), "digits": 1,
                 "runs": evidence.between_models(*arms, node, f"top{k}", f"top{k}"),
-                "arm_runs": tuple(x.runs if x else 1 for x in arms), "source": "summaries", "pair": (a, b), "k": k}
+                "arm_runs": tuple(x.runs if x else 1 for x in arms), "source": "summaries", "pair": (a, b), "k": k,
+                **_reference(m, b, k)}
     return get
 
 
@@ -194,10 +205,14 @@ def _entity_split(a: str, b: str, split: str, k: int) -> Getter:
     return get
 
 
-def _paper_table3(a: str, b: str, k: int) -> float:
+def _paper_accuracy(system: str, k: int) -> float | None:
     top = PAPER_TABLE3[(PAPER_TABLE3.dataset == "nq") & (PAPER_TABLE3.subset == "all") & (PAPER_TABLE3.k == k)]
     value = dict(zip(top.system, top.paper_accuracy))
-    return round(value[a] - value[b], 2)
+    return None if system not in value else float(value[system])
+
+
+def _paper_table3(a: str, b: str, k: int) -> float:
+    return round(_paper_accuracy(a, k) - _paper_accuracy(b, k), 2)
 
 
 def _paper_entropy(a: str, b: str) -> float:
@@ -269,24 +284,57 @@ DOSE_FAMILY = "the dose curve's pre-training rows"
 
 
 def with_verdicts(rows: list[dict], family: str = CLAIMS_FAMILY) -> list[dict]:
-    """Holm over the rows (one family), then each row's verdict, and its detectable effect and power at the level
-    Holm's step-down makes it face (``alpha / (m - r)`` for the r-th smallest p; the first ``alpha / m``), with
-    the runs' degrees of freedom (``stats.power_df``), and the detectable effect's range when the runs' sd is
-    anywhere in its 95% chi-square interval (five runs: x0.6 to x2.9)."""
+    """Holm over the rows (one family), then each row's verdict and, on the scale of the test that decided it (its
+    own standard error and degrees of freedom, at the level Holm's step-down makes it face: ``alpha / (m - r)`` for
+    the r-th smallest p), the smallest difference that test calls significant (``significant_from``), the effect it
+    finds with 80% power (``detectable``, with its range when the runs' sd is anywhere in its 95% chi-square
+    interval: five runs, x0.6 to x2.9), and its power at the paper's effect, as printed and translated to this
+    testbed's accuracy level (``stats.translated_effect``, Top-k rows). Rows with every defensible test computed
+    (``over_runs.TESTS``) get the verdict of each, Holm within the family under that test, and ``fragile`` where
+    they disagree."""
     intervals = [r["runs"] for r in rows]
     adjusted = holm_checked(intervals)
     levels = holm_levels([i.p if i is not None else None for i in intervals])
-    for row, p_holm, level in zip(rows, adjusted, levels):
+    for row, p_holm, level, by_test in zip(rows, adjusted, levels, _verdicts_by_test(rows)):
         interval = row["runs"]
         row["family"], row["p_holm"], row["alpha_holm"] = family, p_holm, level
         row["verdict"] = verdict(interval, p_holm, row["direction"], row.get("overshoot", False))
-        row["detectable"] = None if interval is None else detectable_effect(interval.se, power_df(interval), level)
-        row["detectable_range"] = None if interval is None else detectable_range(interval, level)
-        row["power_at_paper"] = (None if interval is None or row["paper"] is None
-                                 else power_at(row["paper"], interval.se, power_df(interval), level))
+        reference = row.get("reference")
+        row["paper_translated"] = (None if row["paper"] is None or not reference
+                                   else translated_effect(row["paper"], *reference))
+        if interval is None:
+            row.update(significant_from=None, detectable=None, detectable_range=None, power_at_paper=None,
+                       power_at_translated=None)
+        else:
+            row["significant_from"] = critical_difference(interval, level)
+            row["detectable"] = detectable(interval, level)
+            row["detectable_range"] = detectable_range(interval, level)
+            row["power_at_paper"] = None if row["paper"] is None else power_of(interval, row["paper"], level)
+            row["power_at_translated"] = (None if row["paper_translated"] is None
+                                          else power_of(interval, row["paper_translated"], level))
+        row["verdicts_by_test"] = by_test
+        row["fragile"] = bool(by_test) and len({row["verdict"], *(part.removeprefix("alone: ")
+                                                                  for v in by_test.values()
+                                                                  for part in v.split(" / "))}) > 1
         for key in ("diff", "low", "high", "p"):
             row[key] = getattr(interval, key) if interval is not None else row.get(f"q_{key}")
     return rows
+
+
+def _verdicts_by_test(rows: list[dict]) -> list[dict[str, str]]:
+    """Each row's verdict under each defensible test, Holm over the family under that test (a row without the
+    tests keeps its printed interval in the family) and, after a slash where it differs, the verdict of the row
+    tested alone (its unadjusted p): a row is fragile when these are not all one verdict. Empty for rows without
+    the tests."""
+    out: list[dict[str, str]] = [{} for _ in rows]
+    for name in TESTS:
+        intervals = [(r.get("tests") or {}).get(name, r["runs"]) if r["runs"] is not None else None for r in rows]
+        for i, (row, interval, p_holm) in enumerate(zip(rows, intervals, holm_checked(intervals))):
+            if row.get("tests"):
+                family = verdict(interval, p_holm, row["direction"], row.get("overshoot", False))
+                alone = verdict(interval, interval.p, row["direction"], row.get("overshoot", False))
+                out[i][name] = family if alone == family else f"{family} / alone: {alone}"
+    return out
 
 
 def claim_rows(metrics: Mapping) -> list[dict]:
@@ -306,92 +354,3 @@ def claim_rows(metrics: Mapping) -> list[dict]:
                      "paper": claim.paper, "unit": claim.unit, "premise": claim.premise,
                      "direction": ours.get("direction", claim.sign), **ours})
     return with_verdicts(rows)
-
-
-def claim_intro(profile: str) -> str:
-    return f"The paper's claims, checked on the `{profile}` profile:"
-
-
-VERDICTS = ("holds", "overshoots", "reversed", "not shown", ONE_RUN)
-
-
-def counts(rows: list[dict]) -> dict[str, int]:
-    return {v: sum(r["verdict"] == v for r in rows) for v in VERDICTS}
-
-
-def runs_text(row: Mapping) -> str:
-    return " v ".join(str(n) for n in row.get("arm_runs", ())) or "–"
-
-
-def test_text(row: Mapping) -> str:
-    """How the row's arms were compared: paired by seed, unpaired, against one model, one model over its runs;
-    "bootstrap" where the hierarchical bootstrap was the wider; "summaries" where no per-run files exist."""
-    interval = row.get("runs")
-    if interval is None:
-        return "–"
-    kind, _, how = interval.method.partition(":")
-    text = kind if how else "t over runs"
-    text += ", bootstrap" if "bootstrap" in interval.method else ""
-    return text + (" (summaries)" if row.get("source") == "summaries" else "")
-
-
-def detectable_text(row: Mapping, digits: int) -> str:
-    if row.get("detectable") is None:
-        return "–"
-    low, high = row.get("detectable_range") or (None, None)
-    spread = f" [{num(low, digits)}, {num(high, digits)}]" if low is not None and high != low else ""
-    return num(row["detectable"], digits) + spread
-
-
-def caption(tested: int, family: str, with_summaries: bool) -> str:
-    """What every claims-like table says above itself: the rule applied, the family, what power means."""
-    return ("Each row is a difference with its 95% interval **over training runs** (runs per arm in `runs`; `test` "
-            "says how the arms were compared: *paired by seed* where both arms ran with the same seeds, which fix "
-            "the gold sub-sample, the held-out split and the batch order in every arm, so the interval is over the "
-            "per-seed differences; *against one model* where one arm is a fixed model, e.g. the untrained base; "
-            "*unpaired* (Welch) otherwise; *one model* for one system's measure over its runs). The interval is the "
-            "t-interval over the runs with the questions' (or passages') noise added (Satterthwaite's degrees of "
-            "freedom), or the hierarchical bootstrap over runs then questions, whichever is wider (*bootstrap* when it "
-            "was); both are computed from the per-run files under `evidence/`"
-            + (", except rows marked *(summaries)*, computed from the metrics' means and spreads (t only) for lack "
-               "of them" if with_summaries else "")
-            + f". A row holds or is reversed only when that interval excludes 0 and its p-value, Holm-corrected over "
-            f"the {tested} rows of {family} that have such an interval (one family), is below {ALPHA}; \"{ONE_RUN}\" "
-            "marks a measure taken on one trained model, which says nothing of training's spread. `detectable`: the "
-            f"smallest difference found with {POWER:.0%} power at the level Holm's step-down makes the row face "
-            f"({ALPHA} / (m - r) for the r-th smallest p) and the runs' degrees of freedom, with, in brackets, its "
-            "range when the runs' sd lies anywhere in its 95% interval (a handful of runs estimate it loosely); `power`: the chance, at that "
-            "level, to find a difference of the paper's size. The last interval is the run-averaged difference "
-            "resampling questions (or passages) only: it measures the test set's noise, not training's.")
-
-
-def render_claim(metrics: Mapping, heading: bool = True) -> str:
-    rows = claim_rows(metrics)
-    if not rows:
-        return ""
-    n = counts(rows)
-    table = []
-    for r in rows:
-        d = r["digits"]
-        paper = "prediction" if r["paper"] is None else num(r["paper"], 2 if r["unit"] == "nats" else 1, signed=True)
-        over_runs = (interval_text(r["diff"], r["low"], r["high"], d, r["unit"]) if r["runs"] is not None else "–")
-        question_level = interval_text(r["q_diff"], r.get("q_low"), r.get("q_high"), d, "")
-        if r.get("q_note") and question_level != "–":
-            question_level += f"({r['q_note']})"
-        table.append([r["claim"], paper, runs_text(r), test_text(r), str(r["n"] if r["n"] is not None else "–"),
-                      over_runs, pval(r["p_holm"]) if r["p_holm"] is not None else "–", detectable_text(r, d),
-                      f"{100 * r['power_at_paper']:.0f}%" if r["power_at_paper"] is not None else "–",
-                      question_level.rstrip(), r["verdict"]])
-    tested = sum(r["runs"] is not None for r in rows)
-    summary = (f"Here: {n['holds']} hold, " + (f"{n['overshoots']} overshoot, " if n["overshoots"] else "")
-               + f"{n['reversed']} reversed, {n['not shown']} not shown"
-               + (f", {n[ONE_RUN]} measured on one run only" if n[ONE_RUN] else "") + ".")
-    with_summaries = any(r.get("source") == "summaries" and r["runs"] is not None for r in rows)
-    return (("#### The paper's claims, checked\n\n" if heading else "")
-            + caption(tested, CLAIMS_FAMILY, with_summaries)
-            + (f" {varies}" if (varies := what_varies(metrics.get("mixing"))) else "")
-            + " The paper's values come from its 21M-passage Wikipedia and BERT-base: compare directions; sizes "
-            f"only as a scale. Premise rows first. {summary}\n\n"
-            + md_table(["the paper's claim", "paper", "runs", "test", "n", "here [95% CI over runs]", "p (Holm)",
-                        "detectable", "power at paper's", "over questions only [95% CI]", "verdict"], table,
-                       ["l", "r", "r", "l", "r", "r", "r", "r", "r", "r", "l"]))

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ecqg.report import evidence
-from ecqg.report.claim import (CLAIMS_FAMILY, DOSE_FAMILY, caption, claim_rows, detectable_text, test_text,
-                               with_verdicts)
+from ecqg.report.claim import CLAIMS_FAMILY, DOSE_FAMILY, claim_rows, with_verdicts
+from ecqg.report.claims_table import caption, detectable_text, test_text
 from ecqg.report.markdown import interval_text, load_metrics, md_table, pval, subtree
 
 DOSE_SYSTEM = re.compile(r"dpr_(uncon|mixed)_d(\d+)_pre")

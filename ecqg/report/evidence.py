@@ -139,6 +139,7 @@ class Measured:
     q_high: float
     n: int
     per_run: tuple[float, ...] = ()     # each run's A - B, where the runs pair (same seeds, or the same runs)
+    tests: Mapping[str, Interval] | None = None   # every defensible test (``over_runs.TESTS``): is the verdict fragile?
 
 
 def pairing(seeds_a: tuple[int, ...], seeds_b: tuple[int, ...]) -> bool:
@@ -153,7 +154,7 @@ def measured(a: np.ndarray, seeds_a: tuple[int, ...], b: np.ndarray | None = Non
              confidence: float = 0.95) -> Measured:
     """A - B (or A alone) over runs and over units, from units x runs matrices; ``same_runs``: the two matrices are
     two measures of the same runs (two slices of one model), paired by construction."""
-    from ecqg.analysis.over_runs import over_runs
+    from ecqg.analysis.over_runs import printed_rule, defensible_tests
     from ecqg.analysis.stats import bootstrap_ci
 
     a, b = a * scale, None if b is None else b * scale
@@ -163,8 +164,9 @@ def measured(a: np.ndarray, seeds_a: tuple[int, ...], b: np.ndarray | None = Non
         keep = ~(np.isnan(a).any(axis=1) | np.isnan(b).any(axis=1))
         a, b = a[keep], b[keep]
     paired = same_runs if same_runs is not None else (b is not None and pairing(seeds_a, seeds_b))
-    interval = over_runs(a, b, paired_runs=paired, paired_units=paired_units, n_boot=N_BOOT, seed=BOOT_SEED,
-                         confidence=confidence)
+    tests = defensible_tests(a, b, paired_runs=paired, paired_units=paired_units, n_boot=N_BOOT, seed=BOOT_SEED,
+                     confidence=confidence)
+    interval = None if tests is None else printed_rule(tests)
     if b is None or paired_units:
         per_unit = a.mean(axis=1) - (0.0 if b is None else b.mean(axis=1))
         low, high = bootstrap_ci(per_unit, N_BOOT, BOOT_SEED, confidence)
@@ -178,7 +180,8 @@ def measured(a: np.ndarray, seeds_a: tuple[int, ...], b: np.ndarray | None = Non
         low, high = np.array([q_diff - half]), np.array([q_diff + half])
     runs = (a.shape[1],) if b is None or same_runs else (a.shape[1], b.shape[1])
     per_run = (np.nanmean(a, axis=0) - np.nanmean(b, axis=0)) if b is not None and paired else ()
-    return Measured(interval, runs, q_diff, float(low[0]), float(high[0]), n, tuple(float(x) for x in per_run))
+    return Measured(interval, runs, q_diff, float(low[0]), float(high[0]), n, tuple(float(x) for x in per_run),
+                    tests)
 
 
 def topk_difference(ev, a: str, b: str, k: int, dataset: str = "nq", questions: np.ndarray | None = None
@@ -224,4 +227,5 @@ def claim_inputs(metrics_dir: Path) -> dict:
             "bias": load_metrics(metrics_dir, "attention_bias.json"),
             "mechanism": load_metrics(metrics_dir, "mechanism.json"),
             "mixing": load_metrics(metrics_dir, "mixing.json"),
+            "filtering": load_metrics(metrics_dir, "filtering.json"),
             "evidence": Evidence.load(metrics_dir)}

@@ -18,7 +18,7 @@ from ecqg.analysis.mechanism import THIRDS
 from ecqg.retrieval.probes import BUCKETS
 from ecqg.pipeline.finetune_curve import BASELINE
 from ecqg.pipeline.results import DATASET_LABELS
-from ecqg.report.markdown import LABELS, TABLE3_ORDER, label, md_table, num, ordered, pval, with_ci
+from ecqg.report.markdown import EXPLORATORY, LABELS, TABLE3_ORDER, label, md_table, num, ordered, pval, with_ci
 
 CURVE_KS = (1, 20)          # the curve's Top-k on the page (the metrics hold every k of evaluation.ks)
 _RUN_FILE = re.compile(r"^dpr_(?P<variant>.+?)(?P<pre>_pre)?_s(?P<seed>\d+)_training$")
@@ -154,7 +154,7 @@ def render_curve(curve: Mapping, runs: Sequence[Mapping] = ()) -> str:
     out = ["#### Table 3 against fine-tuning length\n",
            f"Training seed {seed}: every validated snapshot of each variant's fine-tuning searched the test sets over "
            "the whole corpus (`dpr.finetune.curve_runs`); Top-k accuracy (%), then variant - DPR at the same step "
-           "(points [95% paired bootstrap CI], p). A variant that stopped earlier has no later snapshots; `kept` "
+           f"(points [95% paired bootstrap CI], {EXPLORATORY}). A variant that stopped earlier has no later snapshots; `kept` "
            "marks the step each variant's final model comes from (Table 3 above uses the final models of every "
            "seed). Data: `finetune_curve.json`; figure: `outputs/figures/06/finetune_curve.png`.\n"]
     for dataset in ordered({r["dataset"] for r in accuracy}, tuple(DATASET_LABELS)):

@@ -15,14 +15,21 @@ CLAIM_BLOCK = re.compile(r"<!-- claim:([A-Za-z0-9_-]+):(start|end) -->")
 TABLE3_ORDER = tuple(SYSTEM_LABELS)   # the paper's rows, then the related system's (Poly-DPR, hybrids)
 LABELS = {**SYSTEM_LABELS, "dpr_uncon": "UnCon-DPR (ours)", "dpr_mixed": "Mixed-DPR (ours)"}
 # What the bundled base encoder already learned: said next to every dense number it underlies.
-BASE_ENCODER_NOTE = (
-    "The dense rows start from the bundled sentence-transformers all-MiniLM-L6-v2, not from a plain BERT: it was "
-    "trained contrastively on about a billion pairs, among them Natural Questions, TriviaQA, SQuAD and the 64M "
-    "synthetic PAQ questions (its model card lists its training sets). So unconditioned synthetic pre-training at "
-    "scale has already happened inside every dense row (UnCon-DPR adds a few more such questions to 64M), "
-    "WebQuestions and TriviaQA are not zero-shot for it, and NQ's training questions were seen. What this setting "
-    "can test is the paper's specific claim: conditioning on the least-attended entities spreads attention and helps "
-    "the questions about them (see the mechanism slices).")
+def base_encoder_note(base_model: str | None) -> str:
+    """What a base that already learned retrieval means for the dense rows (empty for one that did not), from the
+    declared facts of ``ecqg.core.bases``."""
+    from ecqg.core.bases import describe
+
+    base = describe(base_model)
+    if base is None or not base.learned_retrieval:
+        return ""
+    return (f"The dense rows start from {base.trained_on}, not from an MLM-only BERT as the paper's do. So "
+            "unconditioned synthetic pre-training at scale has already happened inside every dense row, WebQuestions "
+            "and TriviaQA are not zero-shot for it, and NQ's training questions were seen; its [CLS] row was never "
+            "its output. The paper's premise (a position-biased [CLS] attention whose least-attended entities' "
+            "questions retrieve worse) is measured in the claims table's first rows before any verdict rests on it.")
+
+
 KS = (1, 5, 20, 100)
 SYNTHETIC_STAGES = (("question_generation", "02 question generation"), ("filtering", "03 filtering"),
                     ("mixing", "04 mixing"))
@@ -89,6 +96,12 @@ def with_ci(node: Mapping, key: str, low: str, high: str, digits: int = 1, signe
     if node.get(low) is None or node.get(high) is None:
         return text
     return f"{text} [{num(node[low], digits, signed)}, {num(node[high], digits, signed)}]"
+
+
+# Every p-value on a page outside a Holm family (the claims table, the dose curve, the comparisons' tables) says so:
+# it resamples the questions or passages of one set of runs and is not corrected for the page's many comparisons.
+EXPLORATORY = ("*exploratory* p: a bootstrap over the questions (or passages) of these runs, uncorrected for the "
+               "page's many comparisons, not a verdict (the verdicts are the claims table's)")
 
 
 def pval(x) -> str:

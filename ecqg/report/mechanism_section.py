@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ecqg.report.markdown import TABLE3_ORDER, accuracy_cell, label, md_table, num, ordered, pval, with_ci
+from ecqg.report.markdown import EXPLORATORY, TABLE3_ORDER, accuracy_cell, label, md_table, num, ordered, pval, with_ci
 
 
 
@@ -83,7 +83,7 @@ def render_mechanism(mech: Mapping) -> str:
                        + f", p {pval(node.get(f'top{k}_p'))}" for k in MECHANISM_KS] for key, node in pairs]
             out.append(md_table(["pair"] + [f"Top-{k}" for k in MECHANISM_KS], rows))
         if position.get("paired"):
-            out.append("Paired differences per bucket (points [95% CI], bootstrap p):\n")
+            out.append(f"Paired differences per bucket (points [95% CI]; {EXPLORATORY}):\n")
             out.append(md_table(["pair", "answer in", "n"] + [f"Top-{k}" for k in MECHANISM_KS],
                               _paired_slice_rows(position["paired"], BUCKETS, MECHANISM_KS), ["l", "l"] + ["r"] * 4))
     entity = mech.get("entity_attention", {})
@@ -100,7 +100,7 @@ def render_mechanism(mech: Mapping) -> str:
             out.append(md_table(["system"] + _slice_header(entity["accuracy"], slices),
                               _slice_rows(entity["accuracy"], slices, k)))
         if entity.get("paired"):
-            out.append("Paired differences per third (points [95% CI], bootstrap p):\n")
+            out.append(f"Paired differences per third (points [95% CI]; {EXPLORATORY}):\n")
             out.append(md_table(["pair", "answer entity", "n"] + [f"Top-{k}" for k in MECHANISM_KS],
                               _paired_slice_rows(entity["paired"], THIRDS, MECHANISM_KS), ["l", "l"] + ["r"] * 4))
     moved = mech.get("moved_sentence", {})
@@ -127,6 +127,6 @@ def render_mechanism(mech: Mapping) -> str:
                      str(node.get("n", "–")), with_ci(node, "gap", "ci_low", "ci_high", 3, signed=True)
                      + f", p {pval(node.get('p'))}"] for key, node in moved["paired"].items()]
             out.append("Gap differences A - B, paired per passage (A's gap minus B's; whether A is the less position-"
-                       "biased one depends on the sign of the gaps above):\n")
+                       f"biased one depends on the sign of the gaps above; {EXPLORATORY}):\n")
             out.append(md_table(["pair", "passages", "gap difference [95% CI]"], rows))
     return "\n".join(out)

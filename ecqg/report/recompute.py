@@ -5,9 +5,11 @@
 
 Why: a reviewer should be able to check every interval without running a stage. This reads
 ``results/<profile>/evidence/`` (first-hit ranks and per-passage values of every run, ``ecqg.analysis.run_evidence``)
-and the committed metrics, applies the rule the tables print (``ecqg.report.claim.caption``) and prints one line per
+and the committed metrics, applies the rule the tables print (``ecqg.report.claims_table.caption``) and prints one line per
 row: the comparison, how the arms pair, runs per arm, the difference with its 95% interval over runs, Holm's
-adjusted p within the row's family, the detectable effect at the row's Holm level, and the verdict. Rows the per-run
+adjusted p within the row's family, on the deciding test's own scale at the row's Holm level the smallest significant
+difference, the 80%-power detectable effect and the power at the paper's effect (as printed / translated to this
+accuracy level), the verdict, and the verdict under each defensible test where they disagree (fragile). Rows the per-run
 files cannot give (a profile committed before they existed) are computed from the summaries and marked so.
 """
 
@@ -19,12 +21,14 @@ import math
 import sys
 from pathlib import Path
 
-from ecqg.report.claim import claim_rows, test_text
+from ecqg.report.claim import claim_rows
+from ecqg.report.claims_table import test_text
 from ecqg.report.dose import dose_rows, full_set_size
 from ecqg.report.evidence import claim_inputs
 
-COLUMNS = ("family", "row", "test", "runs", "diff", "low", "high", "p_holm", "alpha_holm", "detectable",
-           "detectable_low", "detectable_high", "power_at_paper", "verdict", "source")
+COLUMNS = ("family", "row", "test", "runs", "diff", "low", "high", "p_holm", "alpha_holm", "significant_from",
+           "detectable", "detectable_low", "detectable_high", "paper", "paper_translated", "power_at_paper",
+           "power_at_translated", "verdict", "fragile", "verdicts_by_test", "source")
 
 
 def rows(metrics_dir: Path) -> list[dict]:
@@ -42,9 +46,12 @@ def rows(metrics_dir: Path) -> list[dict]:
                     "runs": " v ".join(map(str, r.get("arm_runs", ()))), "diff": r["diff"],
                     "low": r["low"] if r["runs"] is not None else None,
                     "high": r["high"] if r["runs"] is not None else None, "p_holm": r["p_holm"],
-                    "alpha_holm": r["alpha_holm"], "detectable": r["detectable"], "detectable_low": low,
-                    "detectable_high": high, "power_at_paper": r.get("power_at_paper"), "verdict": r["verdict"],
-                    "source": r.get("source", "summaries")})
+                    "alpha_holm": r["alpha_holm"], "significant_from": r.get("significant_from"),
+                    "detectable": r["detectable"], "detectable_low": low, "detectable_high": high,
+                    "paper": r.get("paper"), "paper_translated": r.get("paper_translated"),
+                    "power_at_paper": r.get("power_at_paper"), "power_at_translated": r.get("power_at_translated"),
+                    "verdict": r["verdict"], "fragile": bool(r.get("fragile")),
+                    "verdicts_by_test": r.get("verdicts_by_test") or {}, "source": r.get("source", "summaries")})
     return out
 
 
@@ -61,11 +68,18 @@ def render(records: list[dict]) -> str:
         for r in (x for x in records if x["family"] == family):
             interval = (f"{_cell(r['diff'])} [{_cell(r['low'])}, {_cell(r['high'])}]" if r["low"] is not None
                         else f"{_cell(r['diff'])} (no interval over runs)")
-            detectable = (f"{r['detectable']:.3f} [{r['detectable_low']:.3f}, {r['detectable_high']:.3f}] at "
-                          f"alpha {r['alpha_holm']:.4f}" if r["detectable"] is not None else "-")
+            detectable = (f"significant from {r['significant_from']:.3f}, detectable {r['detectable']:.3f} "
+                          f"[{r['detectable_low']:.3f}, {r['detectable_high']:.3f}] at alpha {r['alpha_holm']:.4f}"
+                          if r["detectable"] is not None else "detectable -")
             p = f"{r['p_holm']:.4f}" if r["p_holm"] is not None else "-"
-            lines.append(f"{r['row']}\n    {r['test']}; runs {r['runs']}; {interval}; p (Holm) {p}; detectable "
-                         f"{detectable}; {r['verdict']}; from {r['source']}")
+            power = "" if r.get("power_at_paper") is None else f"; power at the paper's {r['paper']:+g}: " \
+                f"{100 * r['power_at_paper']:.0f}%" + ("" if r.get("power_at_translated") is None else
+                                                       f", at its translation {r['paper_translated']:+.2f}: "
+                                                       f"{100 * r['power_at_translated']:.0f}%")
+            fragile = ("; FRAGILE: " + ", ".join(f"{k}: {v}" for k, v in r["verdicts_by_test"].items())
+                       if r.get("fragile") else "")
+            lines.append(f"{r['row']}\n    {r['test']}; runs {r['runs']}; {interval}; p (Holm) {p}; {detectable}"
+                         f"{power}; {r['verdict']}{fragile}; from {r['source']}")
     return "\n".join(lines)
 
 

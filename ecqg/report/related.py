@@ -81,12 +81,18 @@ QUESTIONS = (
       ("dpr_poly_rsm_tempqg", "dpr_baseline", "Poly-DPR, RSM then TempQG - DPR"),
       ("dpr_poly_rsm_tempqg", "dpr_tempqg", "Poly-DPR, RSM then TempQG - TempQG-DPR"))),
 )
-def question_rows(table3: Mapping, dataset: str = "nq", subset: str = "all", ks: tuple[int, ...] = (1, 5, 20)
-                  ) -> list[dict]:
-    """Every pair of :data:`QUESTIONS` present in the metrics, at every k: its interval over training runs
-    (:func:`ecqg.report.evidence.between_models`; None where an arm was trained once), the question-level bootstrap,
-    and the verdict, Holm-corrected over the whole family (every pair and k with an interval over runs)."""
+COMPARISONS_FAMILY = "the comparisons of these tables"
+
+
+def question_rows(table3: Mapping, dataset: str = "nq", subset: str = "all", ks: tuple[int, ...] = (1, 5, 20),
+                  claims: list[dict] | None = None, ev=None) -> list[dict]:
+    """Every pair of :data:`QUESTIONS` present in the metrics, at every k: its interval over training runs (from the
+    per-run files ``ev`` where the profile has them, else :func:`ecqg.report.evidence.between_models`; None where an
+    arm was trained once), the question-level bootstrap, and the verdict. A comparison that is a row of the claims
+    table (``claims``) **is** that row: its interval, Holm p, family and verdict are reused, so no comparison gets two
+    p-values; the others form one family of their own, Holm-corrected together."""
     paired, accuracy = table3.get("paired", {}), table3.get("accuracy", {})
+    from_claims = {(r["pair"], r["k"]): r for r in claims or () if r.get("pair") and r.get("k")}
     rows = []
     for title, pairs in QUESTIONS:
         for a, b, name in pairs:
@@ -96,16 +102,26 @@ def question_rows(table3: Mapping, dataset: str = "nq", subset: str = "all", ks:
             for k in ks:
                 if node.get(f"top{k}_diff") is None:
                     continue
-                arms = [evidence.arm(accuracy.get(s, {}).get(dataset, {}).get(subset), f"top{k}") for s in (a, b)]
-                rows.append({"title": title, "name": name, "k": k, "n": node.get("n"), "node": node,
-                             "arm_runs": tuple(x.runs if x else 1 for x in arms),
-                             "runs": evidence.between_models(*arms, node, f"top{k}", f"top{k}")})
-    adjusted = holm_checked([r["runs"] for r in rows])
-    for row, p_holm in zip(rows, adjusted):
-        row["p_holm"] = p_holm
-        outcome = verdict(row["runs"], p_holm, 1.0)
-        row["verdict"] = {"holds": "A better", "reversed": "B better", "not shown": "no difference shown"}.get(
-            outcome, outcome)
+                row = {"title": title, "name": name, "k": k, "n": node.get("n"), "node": node}
+                claim = from_claims.get(((a, b), k)) if (dataset, subset) == ("nq", "all") else None
+                if claim is not None:
+                    row.update(arm_runs=claim["arm_runs"], runs=claim["runs"], family=claim["family"],
+                               p_holm=claim["p_holm"])
+                elif ev is not None and dataset == "nq" and subset == "all" and \
+                        (got := evidence.topk_difference(ev, a, b, k)) is not None:
+                    row.update(arm_runs=got.arm_runs, runs=got.interval)
+                else:
+                    arms = [evidence.arm(accuracy.get(s, {}).get(dataset, {}).get(subset), f"top{k}") for s in (a, b)]
+                    row.update(arm_runs=tuple(x.runs if x else 1 for x in arms),
+                               runs=evidence.between_models(*arms, node, f"top{k}", f"top{k}"))
+                rows.append(row)
+    own = [r for r in rows if "family" not in r]
+    for row, p_holm in zip(own, holm_checked([r["runs"] for r in own])):
+        row["family"], row["p_holm"] = COMPARISONS_FAMILY, p_holm
+    words = {"holds": "A better", "reversed": "B better", "not shown": "no difference shown"}
+    for row in rows:                # A - B's side of the verdict (a claims row predicts A > B: the same verdict)
+        outcome = verdict(row["runs"], row["p_holm"], 1.0)
+        row["verdict"] = words.get(outcome, outcome)
     return rows
 
 
@@ -114,16 +130,20 @@ def _cell(row: Mapping) -> str:
     if interval is None:
         return (f"{with_ci(node, f'top{k}_diff', f'top{k}_ci_low', f'top{k}_ci_high', signed=True)} over questions, "
                 f"{row['verdict']}")
+    mark = " (claims row)" if row["family"] != COMPARISONS_FAMILY else ""
     return (f"{num(interval.diff, signed=True)} [{num(interval.low, signed=True)}, {num(interval.high, signed=True)}]"
-            f", p {pval(row['p_holm'])}: {row['verdict']}")
+            f", p {pval(row['p_holm'])}{mark}: {row['verdict']}")
 
 
-def render_questions(table3: Mapping, dataset: str = "nq", subset: str = "all", ks: tuple[int, ...] = (1, 5, 20)
-                     ) -> str:
+def render_questions(table3: Mapping, dataset: str = "nq", subset: str = "all", ks: tuple[int, ...] = (1, 5, 20),
+                     claims: list[dict] | None = None, ev=None) -> str:
     """Each question's pairs on one test set: the difference in points with its 95% interval over training runs and
-    its Holm-corrected p (one family: every pair and k below), or, where an arm was trained once, the question-level
-    interval and "one run" (no verdict about trained models)."""
-    rows = question_rows(table3, dataset, subset, ks)
+    its Holm-corrected p, or, where an arm was trained once, the question-level interval and "one run" (no verdict
+    about trained models). Cells that are claims rows carry the claims table's p and verdict (one comparison, one
+    p-value); the others are one family."""
+    rows = question_rows(table3, dataset, subset, ks, claims, ev)
+    own = sum(r["runs"] is not None and r["family"] == COMPARISONS_FAMILY for r in rows)
+    shared = sum(r["family"] != COMPARISONS_FAMILY for r in rows)
     out = []
     for title, _ in QUESTIONS:
         mine = [r for r in rows if r["title"] == title]
@@ -135,9 +155,13 @@ def render_questions(table3: Mapping, dataset: str = "nq", subset: str = "all", 
             first = next(iter(cells.values()))
             table.append([name, " v ".join(map(str, first["arm_runs"])), str(first.get("n", "–"))]
                          + [_cell(cells[k]) if k in cells else "–" for k in ks])
-        out.append(f"**{title}** ({dataset.upper()} {subset}; points [95% CI over training runs], p Holm-corrected "
-                   f"over the {sum(r['runs'] is not None for r in rows)} tested cells of these tables; \"{ONE_RUN}\": "
-                   "an arm trained once, shown over questions only, no verdict)\n")
+        family = (f"p Holm-corrected over the {own} tested {'cell' if own == 1 else 'cells'} of these tables outside "
+                  "the claims table" if own else "")
+        reused = (f"{'; ' if family else ''}{shared} cell{'s are' if shared != 1 else ' is'} a row of the claims table "
+                  "and carr" + ("y" if shared != 1 else "ies") + " its p (Holm over the claims table) and verdict"
+                  if shared else "")
+        out.append(f"**{title}** ({dataset.upper()} {subset}; points [95% CI over training runs]; {family}{reused}; "
+                   f"\"{ONE_RUN}\": an arm trained once, shown over questions only, no verdict)\n")
         out.append(md_table(["A - B", "runs", "n"] + [f"Top-{k}" for k in ks], table, ["l"] + ["r"] * (2 + len(ks))))
     return ("#### The questions the comparisons answer\n\n" + "\n".join(out)) if out else ""
 

@@ -11,8 +11,8 @@ from ecqg.analysis.encoder_comparison import ENCODER_LABELS, PAPER
 from ecqg.core.io import read_json
 from ecqg.pipeline.results import DATASET_LABELS, PAPER_TABLE3, SUBSET_LABELS
 from ecqg.report.fine_tuning import training_runs
-from ecqg.report.markdown import (BASE_ENCODER_NOTE, KS, STAGE_ORDER, TABLE3_ORDER, accuracy_cell, label,
-                                 load_metrics, md_table, num, ordered, pval, with_ci)
+from ecqg.report.markdown import (EXPLORATORY, KS, STAGE_ORDER, TABLE3_ORDER, accuracy_cell, label,
+                                 base_encoder_note, load_metrics, md_table, num, ordered, pval, with_ci)
 
 
 
@@ -29,9 +29,10 @@ def _paired_cell(node: Mapping, k: int) -> str:
             f"p {pval(node.get(f'top{k}_p'))}")
 
 
-def render_table3(table3: Mapping) -> str:
+def render_table3(table3: Mapping, ev=None) -> str:
     """Top-k accuracy (%) with 95% CIs, one table per test set / subset, systems in the paper's order, the paper's
-    numbers beside ours where it reports them; then the paired differences the results stage computed."""
+    numbers beside ours where it reports them; then the paired differences the results stage computed, those whose
+    arms ran a different number of times recomputed at one common seed from the per-run files ``ev``."""
     setting, accuracy = table3.get("setting", {}), table3.get("accuracy", {})
     out = ["#### Table 3: top-k retrieval accuracy\n"]
     facts = [f"profile `{setting['profile']}`" if "profile" in setting else None,
@@ -48,8 +49,8 @@ def render_table3(table3: Mapping) -> str:
                    + spread + "\n")
     if setting.get("note"):
         out.append(f"_{setting['note']}._\n")
-    if setting.get("base_model") == "bundled:minilm":
-        out.append(f"**What the base encoder already knows.** {BASE_ENCODER_NOTE}\n")
+    if note := base_encoder_note(setting.get("base_model")):
+        out.append(f"**What the base encoder already knows.** {note}\n")
     if any(s.endswith("_pre") for s in accuracy):
         out.append("_Pre-training only_: UnCon / Mixed (and ETM / RSM) right after pre-training, before fine-tuning "
                    "(the pre-training data's own effect on the base encoder).\n")
@@ -88,20 +89,57 @@ def render_table3(table3: Mapping) -> str:
         out.append(md_table(header, rows))
     if any(PAPER_TABLE3.system.isin(systems)):
         out.append("Paper columns: the paper's Table 3 on the 21M-passage Wikipedia; compare orderings, not levels.\n")
-    paired = table3.get("paired", {})
+    paired = _same_seed(table3.get("paired", {}), ev)
     if paired:
-        out.append("Paired differences A - B on the same questions (points [95% CI], bootstrap p):\n")
+        out.append(f"Paired differences A - B on the same questions (points [95% CI]; {EXPLORATORY}). A row "
+                   "whose arms were trained a different number of times compares the run of the first seed of each "
+                   "(where the per-run files give it) or, marked *(mean of runs)*, a single run with the mean over "
+                   "the other arm's runs:\n")
         rows = []
         for pair, by_set in paired.items():
+            pair, _, seed = pair.partition("@s")
             a, _, b = pair.partition("_minus_")
             for dataset, subs in by_set.items():
                 for subset, node in subs.items():
-                    rows.append([f"{label(a)} - {label(b)}",
+                    how = f" (seed {seed})" if seed else " *(mean of runs)*" if node.get("mixed_runs") else ""
+                    rows.append([f"{label(a)} - {label(b)}{how}",
                                  f"{DATASET_LABELS.get(dataset, dataset)} {SUBSET_LABELS.get(subset, subset)}",
                                  str(node.get("n", "–"))]
                                 + [_paired_cell(node, k) for k in KS])
         out.append(md_table(["pair", "test set", "n"] + [f"Top-{k}" for k in KS], rows, ["l", "l"] + ["r"] * 5))
     return "\n".join(out)
+
+
+def _same_seed(paired: Mapping, ev) -> dict:
+    """The paired differences with every pair whose arms ran a different number of times (a hybrid of one seed
+    against DPR's five) recomputed from the per-run files at the seed both ran, on the test sets the files hold
+    (question-level paired bootstrap, as the results stage does); the pair is named ``<a>_minus_<b>@s<seed>``.
+    Where the files cannot give it (an NQ subset, or no files), the stored row stays, marked ``mixed_runs``."""
+    from ecqg.analysis.stats import hierarchical_bootstrap
+    from ecqg.report.evidence import BOOT_SEED, N_BOOT
+
+    out: dict = {}
+    for pair, by_set in paired.items():
+        a, _, b = pair.partition("_minus_")
+        for dataset, subs in by_set.items():
+            seeds = (ev.seeds(a, dataset), ev.seeds(b, dataset)) if ev is not None else ((), ())
+            common = [x for x in seeds[0] if x in seeds[1]]
+            for subset, node in subs.items():
+                if ev is None or len(seeds[0]) == len(seeds[1]):
+                    out.setdefault(pair, {}).setdefault(dataset, {})[subset] = node
+                    continue
+                if not common or subset != "all":
+                    out.setdefault(pair, {}).setdefault(dataset, {})[subset] = {**node, "mixed_runs": True}
+                    continue
+                cell = {"n": node.get("n")}
+                for k in KS:
+                    ha, hb = ev.hits(a, dataset, k), ev.hits(b, dataset, k)
+                    col_a, col_b = ha[0][:, ha[1].index(common[0])], hb[0][:, hb[1].index(common[0])]
+                    got = hierarchical_bootstrap(100 * col_a, 100 * col_b, n_boot=N_BOOT, seed=BOOT_SEED)
+                    cell.update({f"top{k}_diff": got.diff, f"top{k}_ci_low": got.low, f"top{k}_ci_high": got.high,
+                                 f"top{k}_p": got.p})
+                out.setdefault(f"{pair}@s{common[0]}", {}).setdefault(dataset, {})[subset] = cell
+    return out
 
 
 def render_attention_bias(bias: Mapping) -> str:
@@ -147,8 +185,13 @@ def render_encoder_comparison(comparison: Mapping) -> str:
     out = ["#### Attention of the dense models (notebook 06)\n"]
     setting = comparison.get("setting", {})
     if setting.get("passages"):
+        first_only = (f" **The tables below are of the first training seed ({setting['dpr_training_seed']}) "
+                      f"alone**, of {setting['dpr_training_seeds']}: every seed's value is in the last table, the "
+                      "interval over the runs in the claims table." if (setting.get("dpr_training_seeds") or 1) > 1
+                      and setting.get("dpr_training_seed") is not None else "")
         out.append(f"{setting['passages']} passages, every model on the same ones; 95% bootstrap CIs"
-                   + (f" ({setting['n_boot']} resamples)" if setting.get("n_boot") else "") + ".\n")
+                   + (f" ({setting['n_boot']} resamples)" if setting.get("n_boot") else "") + f"; {EXPLORATORY}."
+                   + first_only + "\n")
     if setting.get("note"):
         out.append(f"_{setting['note']}._\n")
     attention = comparison.get("attention", {})
@@ -228,7 +271,7 @@ def render_seed_comparisons(seeds: Mapping) -> str:
     if not rows:
         return ""
     return (f"\nThe same comparisons for each of the {n} training seeds ({seeds.get('seeds', '')}): p over passages "
-            f"within a seed; mean ± sd over seeds; how many seeds have the sign of the mean, and how many of those "
+            f"within a seed (exploratory, uncorrected); mean ± sd over seeds; how many seeds have the sign of the mean, and how many of those "
             f"have p < {alpha:g} too.\n\n"
             + md_table(["comparison", "measure", "per seed", "mean ± sd over seeds", "same sign",
                         "same sign, p < alpha"], rows))
