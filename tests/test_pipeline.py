@@ -345,7 +345,8 @@ def test_smoke_dag_end_to_end(smoke_repo, tmp_path):
     # The headline metrics fit a screen; `dvc plots show` renders the declared plots.
     shown = _dvc(["metrics", "show", "results/smoke/headline.json"], repo)
     assert shown.returncode == 0 and "top1.mixed" in shown.stdout, shown.stdout + shown.stderr
-    assert max(len(line) for line in shown.stdout.splitlines()) <= 180, shown.stdout
+    # readable keys (the README's rows) over short ones: a 200-column screen
+    assert max(len(line) for line in shown.stdout.splitlines()) <= 200, shown.stdout
     plots = _dvc(["plots", "show", "-o", str(tmp_path / "plots")], repo)
     assert plots.returncode == 0, plots.stdout + plots.stderr
     assert "No plots were loaded" not in plots.stdout + plots.stderr
