@@ -72,3 +72,19 @@ def test_auto_precision_follows_the_hardware(monkeypatch, tmp_path):
     assert hf_training.resolve_mixed_precision("fp16") == "fp16"
     with pytest.raises(ValueError, match="mixed_precision is 'bf17'"):
         hf_training.resolve_mixed_precision("bf17")
+
+def test_several_gpus_in_one_process_train_on_one_never_dataparallel(tmp_path, caplog):
+    """A stage started without a launcher on an 8-GPU node: HF's Trainer would wrap the model in DataParallel and
+    train at 8 x the stated batch; the settings' batch on one device instead, said in the log."""
+    from ecqg.runtime.hf_training import one_device, training_arguments
+
+    settings = {"lr": 1e-4, "epochs": 1, "batch_size": 24, "warmup_ratio": 0.0, "weight_decay": 0.0,
+                "max_steps": 2, "checkpoint_every": 1, "mixed_precision": "no"}
+    args = training_arguments(tmp_path, settings, seed=0)
+    assert args.parallel_mode.name == "NOT_PARALLEL" and one_device(args).n_gpu == args.n_gpu   # a CPU: unchanged
+    args._n_gpu = 8                                       # what TrainingArguments finds on such a node
+    assert args.parallel_mode.name == "NOT_DISTRIBUTED"
+    with caplog.at_level("WARNING"):
+        assert one_device(args).n_gpu == 1
+    assert args.parallel_mode.name == "NOT_PARALLEL" and args.train_batch_size == 24
+    assert "never DataParallel, which would make it 192" in caplog.text

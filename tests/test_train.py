@@ -501,9 +501,27 @@ def _distributed_worker(out_dir):
         reducer.close()
         assert grads(overlapped).keys() == grads(reference).keys()
         assert all(torch.equal(grads(overlapped)[n], g) for n, g in grads(reference).items()), (chunk, bucket)
-    cfg = config(max_steps=3, checkpoint_every=3, grad_cache_chunk_size=3)
+    # BERT's pooler never gets a gradient: kept (as retrievers did before), the first bucket never completes and
+    # nothing is launched while the backward pass runs; dropped (as a Retriever now does), every bucket is
+    from transformers.models.bert.modeling_bert import BertPooler
+
+    during = {}
+    for pooler in (True, False):
+        model = tiny_biencoder(tokenizer, dropout=0.0).double()
+        if pooler:
+            for encoder in (model.query_encoder, model.passage_encoder):
+                encoder.pooler = BertPooler(encoder.config).double()
+        reducer = GradientReducer(list(model.parameters()), accelerator, bucket_bytes=20_000)
+        ContrastiveStep(model, accelerator, chunk_size=None, reducer=reducer).backward(make_batch(records(), share,
+                                                                                                  2, 0, 0))
+        during[str(pooler)] = [len(reducer.launched), len(reducer.buckets)]
+        reducer.finish()
+        reducer.close()
+    if accelerator.is_main_process:
+        (Path(out_dir) / "buckets.json").write_text(json.dumps(during))
+    cfg = config(max_steps=3, checkpoint_every=3, grad_cache_chunk_size=3, eval_every=3)
     train_biencoder(tiny_biencoder(tokenizer, dropout=0.0), records(), records(8), cfg, Path(out_dir) / "run",
-                    progress=False)
+                    progress=False, tokens_cache=Path(out_dir) / "tokens")
     assert os.environ["WORLD_SIZE"] == "2"
 
 
@@ -528,11 +546,26 @@ def test_two_processes_match_one(tokenizer, tmp_path):
         torch.testing.assert_close(saved["grads"][name], grad, rtol=1e-9, atol=1e-12, msg=name)
 
     single = train_biencoder(tiny_biencoder(tokenizer, dropout=0.0), records(), records(8),
-                             config(max_steps=3, grad_cache_chunk_size=3), tmp_path / "single", progress=False)
+                             config(max_steps=3, grad_cache_chunk_size=3, eval_every=3), tmp_path / "single",
+                             progress=False, tokens_cache=tmp_path / "single_tokens")
     run = tmp_path / "run"
     history = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
     assert [h["loss"] for h in history] == pytest.approx([h["loss"] for h in single], abs=1e-5)
-    assert {p.name for p in (run / "checkpoints" / "checkpoint-00000003").glob("rng-*.pt")} == {"rng-0.pt", "rng-1.pt"}
+    # validation: each process encodes a share, the metrics are one process's
+    for key in ("val_top1", "val_top5", "val_avg_rank", "val_pool"):
+        assert history[-1][key] == pytest.approx(single[-1][key], abs=1e-6), key
+    checkpoint = run / "checkpoints" / "checkpoint-00000003"
+    assert {p.name for p in checkpoint.glob("rng-*.pt")} == {"rng-0.pt", "rng-1.pt"}
+    # every rank its own dropout stream
+    states = [torch.load(checkpoint / f"rng-{r}.pt", weights_only=True)["torch"] for r in (0, 1)]
+    assert not torch.equal(states[0], states[1])
+    # the training tokens, tokenised a share per process and joined by rank 0, are the ids one process writes
+    (two,), (one,) = [list(d.iterdir()) for d in (tmp_path / "tokens", tmp_path / "single_tokens")]
+    for name in ("questions.arrow", "passages.arrow"):
+        assert (two / name).read_bytes() == (one / name).read_bytes(), name
+    assert not list((tmp_path / "tokens").glob(".*part*"))
+    buckets = json.loads((tmp_path / "buckets.json").read_text())
+    assert buckets["True"][0] == 0 and buckets["False"] == [buckets["False"][1]] * 2 and buckets["False"][1] > 3
 
 
 if __name__ == "__main__" and "--worker" in __import__("sys").argv:

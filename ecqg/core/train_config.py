@@ -77,6 +77,9 @@ class TrainConfig:
     patience: int | None = _rule(None, _OPTIONAL_INT, lambda v: v is None or v >= 1,
                                  "null (every epoch) or an integer >= 1 (epoch ends without a better select_metric)")
     select_metric: str = _rule("val_top20", (str,), lambda v: v in SELECT_METRICS, f"one of {SELECT_METRICS}")
+    dist_timeout_minutes: int = _rule(60, (int,), _positive,
+                                      "an integer > 0 (how long a process waits at a collective before the job fails: "
+                                      "torch's default is 10)")
     snapshot_steps: tuple[int, ...] = _rule((), (list, tuple), lambda v: all(
         isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in v), "a list of steps >= 1 (may be empty)")
 

@@ -81,6 +81,26 @@ def build_retriever(kind: str, base_model: str, **settings: Any) -> "Retriever":
     return retriever_class(kind).from_base(base_model, **settings)
 
 
+# Model types whose ``AutoModel`` takes ``add_pooling_layer``: built without the pooler from the start (no "newly
+# initialised" weights reported on every load). Any other encoder that has one loses it in :func:`without_pooler`.
+_POOLER_FLAG = frozenset({"bert", "roberta", "xlm-roberta", "camembert", "ernie"})
+
+
+def _no_pooler_kwargs(config) -> dict[str, Any]:
+    return {"add_pooling_layer": False} if getattr(config, "model_type", None) in _POOLER_FLAG else {}
+
+
+def without_pooler(encoder):
+    """The encoder with BERT's pooler (a dense layer over [CLS] for next-sentence prediction) removed. Why: a
+    retriever pools the last hidden states itself, so the pooler never gets a gradient; its parameters, registered
+    last, fill the first gradient bucket, which then never completes, so no all-reduce could start during the
+    backward pass (``GradientReducer``; tests/test_train.py counts the buckets launched). Saved checkpoints have
+    no pooler; a checkpoint saved with one loads without it."""
+    if getattr(encoder, "pooler", None) is not None:
+        encoder.pooler = None
+    return encoder
+
+
 class Retriever(torch.nn.Module):
     """Base class: holds the two encoders, the tokenizer and the settings, builds them from one checkpoint, saves and
     loads them. A subclass sets ``kind`` and ``config_class`` and implements the two encoders; it overrides
@@ -99,8 +119,8 @@ class Retriever(torch.nn.Module):
 
     def __init__(self, query_encoder, passage_encoder, tokenizer, config):
         super().__init__()
-        self.query_encoder = query_encoder
-        self.passage_encoder = query_encoder if config.shared else passage_encoder
+        self.query_encoder = without_pooler(query_encoder)
+        self.passage_encoder = query_encoder if config.shared else without_pooler(passage_encoder)
         self.tokenizer = tokenizer
         self.config = config
 
@@ -109,7 +129,7 @@ class Retriever(torch.nn.Module):
     def from_base(cls, ref: str, **settings: Any) -> "Retriever":
         """Both encoders from one checkpoint (``ref``: hub id, directory or ``bundled:minilm``); ``settings`` are the
         config's fields, anything else goes to ``from_pretrained`` (e.g. ``attn_implementation="eager"``)."""
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
 
         from ecqg.runtime.models import from_pretrained
 
@@ -118,6 +138,7 @@ class Retriever(torch.nn.Module):
         model_kwargs = {k: v for k, v in settings.items() if k not in fields and k not in cls.ignored_settings}
         config = cls.config_class(ref, **chosen)
         tokenizer = from_pretrained(AutoTokenizer, ref)
+        model_kwargs = {**_no_pooler_kwargs(from_pretrained(AutoConfig, ref)), **model_kwargs}
         query = from_pretrained(AutoModel, ref, **model_kwargs)
         passage = query if config.shared else from_pretrained(AutoModel, ref, **model_kwargs)
         return cls(query, passage, tokenizer, config)
@@ -138,7 +159,7 @@ class Retriever(torch.nn.Module):
     @classmethod
     def load(cls, directory: str | Path, **model_kwargs) -> "Retriever":
         """Load what :meth:`save` wrote (``model_kwargs``: e.g. ``attn_implementation="eager"`` to read attentions)."""
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
 
         directory = Path(directory)
         settings = saved_settings(directory)
@@ -147,6 +168,7 @@ class Retriever(torch.nn.Module):
             raise ValueError(f"{directory}: a saved {kind!r} retriever, not a {cls.kind!r} one")
         config = cls.config_class(**settings)
         tokenizer = AutoTokenizer.from_pretrained(directory)
+        model_kwargs = {**_no_pooler_kwargs(AutoConfig.from_pretrained(directory / "query_encoder")), **model_kwargs}
         query = AutoModel.from_pretrained(directory / "query_encoder", **model_kwargs)
         passage = query if config.shared else AutoModel.from_pretrained(directory / "passage_encoder", **model_kwargs)
         return cls(query, passage, tokenizer, config, **cls.load_extra(directory))

@@ -201,12 +201,17 @@ class TrainingTokens:
 
     # --- on disk ------------------------------------------------------------------------------------------------
     @classmethod
-    def cached(cls, model, records: Sequence[Mapping], root: str | Path, threads: int = 1) -> "TrainingTokens":
+    def cached(cls, model, records: Sequence[Mapping], root: str | Path, threads: int = 1, rank: int = 0,
+               world: int = 1, barrier: Callable[[], None] | None = None) -> "TrainingTokens":
         """The records' tokens from ``root/<key>/`` when an earlier run (or another process of this one) wrote them,
-        else tokenised here and written there (atomically) first. ``key`` hashes every text a batch can hold, the
+        else tokenised and written there (atomically) first. ``key`` hashes every text a batch can hold, the
         retriever class, its tokenizer (:func:`tokenizer_fingerprint`) and both maximum lengths, so another set,
         model or length never reads these ids. A tokenizer without a fingerprint (not a fast one) is tokenised in
-        memory, as without a cache."""
+        memory, as without a cache.
+
+        With ``world`` processes (``rank`` this one's, ``barrier`` their synchronisation; every process calls this)
+        each tokenises a contiguous share of the texts into a part file, and rank 0 joins the parts: no process
+        waits while another tokenises a whole set (at the paper's sizes, minutes under a collective's timeout)."""
         rows = _RecordRows(records)
         try:
             tokenizer = tokenizer_fingerprint(model.tokenizer)
@@ -222,9 +227,12 @@ class TrainingTokens:
         key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode("utf-8")).hexdigest()[:20]
         directory = Path(root) / key
         if not (directory / CACHE_CARD).is_file():
-            questions = tokenize_in_threads(model.query_features, [rows.questions], threads)
-            passages = tokenize_in_threads(model.passage_features, [rows.titles, rows.texts], threads)
-            _write_cache(directory, identity, questions, passages)
+            if world > 1:
+                _write_shared(model, rows, directory, identity, threads, rank, world, barrier)
+            else:
+                questions = tokenize_in_threads(model.query_features, [rows.questions], threads)
+                passages = tokenize_in_threads(model.passage_features, [rows.titles, rows.texts], threads)
+                _write_cache(directory, identity, questions, passages)
             log.info("training tokens written to %s", directory)
         out = cls.__new__(cls)
         out._set(_read_store(directory / "questions.arrow"), _read_store(directory / "passages.arrow"), rows)
@@ -270,6 +278,41 @@ class _RecordRows:
         self.negative_values = np.array(values, dtype=np.int64)
         self.titles, self.texts = (list(t) for t in zip(*passage_rows)) if passage_rows else ([], [])
         self.digest = digest.hexdigest()
+
+
+def _share(n: int, rank: int, world: int) -> slice:
+    size = -(-n // world)
+    return slice(rank * size, min(n, (rank + 1) * size))
+
+
+def _write_shared(model, rows: "_RecordRows", directory: Path, identity: dict, threads: int, rank: int, world: int,
+                  barrier: Callable[[], None] | None) -> None:
+    """Each process tokenises its share of the questions and passages into ``.<key>.part-<rank>``; after a barrier
+    rank 0 joins the parts in order into the cache (the same ids one process would have written) and removes them;
+    a second barrier, and every process reads the cache."""
+    import shutil
+
+    from ecqg.core.io import atomic_path
+
+    if barrier is None:
+        raise ValueError("tokenising a share per process needs the processes' barrier")
+    part = directory.parent / f".{directory.name}.part-{rank}"
+    qs, ps = _share(len(rows.questions), rank, world), _share(len(rows.titles), rank, world)
+    questions = tokenize_in_threads(model.query_features, [rows.questions[qs]], threads)
+    passages = tokenize_in_threads(model.passage_features, [rows.titles[ps], rows.texts[ps]], threads)
+    with atomic_path(part) as tmp:
+        tmp.mkdir(parents=True)
+        _write_store(tmp / "questions.arrow", questions)
+        _write_store(tmp / "passages.arrow", passages)
+    barrier()
+    if rank == 0:
+        parts = [directory.parent / f".{directory.name}.part-{r}" for r in range(world)]
+        _write_cache(directory, identity,
+                     TokenStore.concatenate([_read_store(p / "questions.arrow") for p in parts]),
+                     TokenStore.concatenate([_read_store(p / "passages.arrow") for p in parts]))
+        for p in parts:
+            shutil.rmtree(p, ignore_errors=True)
+    barrier()
 
 
 def _write_cache(directory: Path, identity: dict, questions: TokenStore, passages: TokenStore) -> None:

@@ -101,7 +101,7 @@ def without_timings(history: Sequence[dict]) -> list[dict]:
 STATE_FILE = "state.json"
 # Config fields that do not change the training trajectory, so they may differ when resuming.
 _RESUME_FREE = {"checkpoint_every", "keep_checkpoints", "eval_every", "eval_batch_size", "log_every", "snapshot_steps",
-                "loader_workers"}
+                "loader_workers", "dist_timeout_minutes"}
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -174,8 +174,10 @@ def _param_groups(module: torch.nn.Module, weight_decay: float) -> list[dict]:
 
 def make_accelerator(config: TrainConfig):
     """The Accelerator training expects (also picks up `accelerate launch` / torchrun settings from the env)."""
+    from datetime import timedelta
+
     from accelerate import Accelerator
-    from accelerate.utils import DataLoaderConfiguration, DistributedDataParallelKwargs
+    from accelerate.utils import DataLoaderConfiguration, DistributedDataParallelKwargs, InitProcessGroupKwargs
 
     from ecqg.runtime.hf_training import fresh_accelerator_state, resolve_mixed_precision
 
@@ -184,9 +186,12 @@ def make_accelerator(config: TrainConfig):
     # split_batches: one scheduler step per optimiser step (our batch size is already global).
     # broadcast_buffers off: BERT's buffers are constant, and an in-place broadcast between the query and passage
     # forward passes would invalidate the saved position ids of the first graph.
+    # The process group's timeout: how long a rank waits at a collective (torch's default, 10 minutes, is shorter
+    # than a rank may need for a checkpoint or a validation at the paper's sizes).
     return Accelerator(mixed_precision=precision,
                        dataloader_config=DataLoaderConfiguration(split_batches=True),
-                       kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False)])
+                       kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False),
+                                        InitProcessGroupKwargs(timeout=timedelta(minutes=config.dist_timeout_minutes))])
 
 
 class _Trainer:
@@ -212,13 +217,16 @@ class _Trainer:
         from accelerate.utils import set_seed
         from transformers import get_linear_schedule_with_warmup
 
-        set_seed(self.cfg.seed)
+        # Every rank its own dropout stream (seed + rank; rank 0 draws what one process draws): the data order and the
+        # hard negatives come from RNGs of their own, seeded by the config, so they stay those of one process.
+        set_seed(self.cfg.seed, device_specific=True)
         start = time.perf_counter()
         if self.tokens_cache is None:
             self.tokens = TrainingTokens(self.bi, self.train, tokenize_threads())
-        else:       # the main process tokenises (all the host's threads) and writes; the others then read the files
-            with self.acc.main_process_first():
-                self.tokens = TrainingTokens.cached(self.bi, self.train, self.tokens_cache, tokenize_threads(1))
+        else:       # every rank tokenises its share and writes it; then all read the whole cache (no rank idles)
+            self.tokens = TrainingTokens.cached(self.bi, self.train, self.tokens_cache, tokenize_threads(1),
+                                                rank=self.acc.process_index, world=self.acc.num_processes,
+                                                barrier=self.acc.wait_for_everyone)
         log.info("training set tokenised once: %s in %.1f s", self.tokens.describe(), time.perf_counter() - start)
         self.chunk_size = self._grad_cache_chunk()
         checkpoint = latest_checkpoint(self.ckpt_dir) if resume else None
@@ -351,15 +359,16 @@ class _Trainer:
         self._pending = []
 
     def _validate(self, step: int) -> dict[str, float]:
-        """The caller's ``validate(model, step)`` when given, else DPR's pool validation on the held-out records (on
-        the main process; {} elsewhere)."""
-        if not self.acc.is_main_process:
-            return {}
+        """The caller's ``validate(model, step)`` when given (on the main process; {} elsewhere), else DPR's pool
+        validation on the held-out records, its encoding split over every process and run in the training precision
+        (``accelerator.autocast``): no rank waits while one validates. Called by every process."""
         if self.validator is not None:
-            return self.validator(self.bi, step)
+            return self.validator(self.bi, step) if self.acc.is_main_process else {}
         if not self.val:
             return {}
-        return evaluate_biencoder(self.bi, self.val, self.cfg.eval_batch_size, self.acc.device)
+        with self.acc.autocast():
+            return evaluate_biencoder(self.bi, self.val, self.cfg.eval_batch_size, self.acc.device,
+                                      accelerator=self.acc if self.acc.num_processes > 1 else None)
 
     # --- convergence (ecqg.retrieval.convergence) -------------------------------------------------------------------
     def _is_snapshot(self, step: int, epoch_end: bool) -> bool:
@@ -370,8 +379,8 @@ class _Trainer:
         from ecqg.core.io import atomic_path
 
         out: dict = {}
+        metrics = self._validate(prog.step)       # every process takes part; the main one decides
         if self.acc.is_main_process:
-            metrics = self._validate(prog.step)
             metric = self.cfg.select_metric
             if self.cfg.patience is not None and metric not in metrics:
                 raise ValueError(f"the snapshot validation gave {sorted(metrics)}, not select_metric {metric!r}")

@@ -61,15 +61,35 @@ def _encode_all(bi: Retriever, side: str, items: list, batch_size: int, device) 
     return torch.cat(parts)
 
 
-def evaluate_biencoder(bi: Retriever, records: Sequence[dict], batch_size: int = 64, device=None) -> dict[str, float]:
-    """DPR's average-rank validation on held-out records (eval mode, no dropout)."""
+def _encode_shared(bi: Retriever, side: str, items: list, batch_size: int, device, accelerator) -> torch.Tensor:
+    """Every item's vector, each process encoding a contiguous share (the last ones padded to the same length),
+    gathered in order on every process."""
+    world, rank = accelerator.num_processes, accelerator.process_index
+    share = -(-len(items) // world)
+    mine = items[rank * share:(rank + 1) * share]
+    vectors = _encode_all(bi, side, mine, batch_size, device) if mine else None
+    width = (vectors if vectors is not None else _encode_all(bi, side, items[:1], 1, device)).shape[1]
+    padded = torch.zeros(share, width, device=device)
+    if vectors is not None:
+        padded[:len(vectors)] = vectors
+    return accelerator.gather(padded)[:len(items)]
+
+
+def evaluate_biencoder(bi: Retriever, records: Sequence[dict], batch_size: int = 64, device=None,
+                       accelerator=None) -> dict[str, float]:
+    """DPR's average-rank validation on held-out records (eval mode, no dropout). With ``accelerator`` (several
+    processes) each process encodes a share of the questions and of the pool and every one gets the metrics."""
     device = device or next(bi.parameters()).device
     questions, pool, positives = validation_pool(records)
     was_training = bi.training
     bi.eval()
     try:
-        q = _encode_all(bi, "query", questions, batch_size, device)
-        p = _encode_all(bi, "passage", pool, batch_size, device)
+        if accelerator is None:
+            q = _encode_all(bi, "query", questions, batch_size, device)
+            p = _encode_all(bi, "passage", pool, batch_size, device)
+        else:
+            q = _encode_shared(bi, "query", questions, batch_size, device, accelerator)
+            p = _encode_shared(bi, "passage", pool, batch_size, device, accelerator)
     finally:
         bi.train(was_training)
     return ranking_metrics(bi.scores(q, p), torch.tensor(positives, device=q.device))

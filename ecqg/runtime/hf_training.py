@@ -129,6 +129,20 @@ def training_arguments(output_dir: str | Path, settings: Mapping[str, Any], seed
     )
 
 
+def one_device(args):
+    """``args`` never running ``nn.DataParallel``: a single process that sees several GPUs (a stage started without
+    a launcher on a node) trains on the first one, at the batch the settings state; HF's Trainer would otherwise
+    wrap the model in DataParallel and multiply the batch by the GPU count. Under torchrun / ``accelerate launch``
+    (one process per device) nothing changes."""
+    if args.n_gpu > 1 and args.parallel_mode.name == "NOT_DISTRIBUTED":
+        log.warning("this process sees %d GPUs and was not launched one process per device: training on one of them "
+                    "at batch %d (never DataParallel, which would make it %d); run the stage under torchrun for "
+                    "all of them", args.n_gpu, args.per_device_train_batch_size,
+                    args.per_device_train_batch_size * args.n_gpu)
+        args._n_gpu = 1
+    return args
+
+
 def _step_logger():
     """A Trainer callback that logs every logging step through ``logging``: inside a papermill-run notebook the
     Trainer's own progress bar is a widget, so without it a DVC log would show nothing during training."""
@@ -163,8 +177,8 @@ def train_with_checkpoints(model, train_dataset, output_dir: str | Path, setting
     resume = done[-1] if done else None
     if resume is not None:
         log.info("resuming training from %s", resume)
-    args = training_arguments(output_dir, settings, seed, progress, evaluate=eval_dataset is not None,
-                              **extra_arguments)
+    args = one_device(training_arguments(output_dir, settings, seed, progress, evaluate=eval_dataset is not None,
+                                         **extra_arguments))
     precision = check_settings(settings)["mixed_precision"]
     fresh_accelerator_state(precision)
     trainer = Trainer(model=model, args=args, train_dataset=train_dataset, eval_dataset=eval_dataset,
