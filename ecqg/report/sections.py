@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ecqg.analysis.encoder_comparison import ENCODER_LABELS, PAPER
 from ecqg.core.io import read_json
+from ecqg.core.variants import UNTRAINED
 from ecqg.pipeline.results import DATASET_LABELS, PAPER_TABLE3, SUBSET_LABELS
 from ecqg.report.fine_tuning import training_runs
 from ecqg.report.markdown import (EXPLORATORY, KS, STAGE_ORDER, TABLE3_ORDER, accuracy_cell, label,
@@ -82,7 +83,8 @@ def render_table3(table3: Mapping, ev=None) -> str:
         header = ["system"] + [f"Top-{k}" for k in ks] + [f"paper Top-{k}" for k in paper_ks]
         rows = []
         for system, node in cells.items():
-            rows.append([label(system)] + [accuracy_cell(node, k) for k in ks]
+            rows.append([_untrained_label(setting) if system == UNTRAINED else label(system)]
+                        + [accuracy_cell(node, k) for k in ks]
                         + [num(paper.get((system, k))) for k in paper_ks])
         n_text = ", ".join(f"n={n}" for n in ns)
         out.append(f"**{DATASET_LABELS.get(dataset, dataset)} {SUBSET_LABELS.get(subset, subset)}** ({n_text})\n")
@@ -108,6 +110,13 @@ def render_table3(table3: Mapping, ev=None) -> str:
                                 + [_paired_cell(node, k) for k in KS])
         out.append(md_table(["pair", "test set", "n"] + [f"Top-{k}" for k in KS], rows, ["l", "l"] + ["r"] * 5))
     return "\n".join(out)
+
+
+def _untrained_label(setting: Mapping) -> str:
+    """Table 3's row of the base checkpoint, named after the profile's base (``ecqg.core.bases``)."""
+    from ecqg.core.bases import base_name
+
+    return f"{base_name(setting.get('base_model') or 'bundled:minilm')}, not fine-tuned"
 
 
 def _same_seed(paired: Mapping, ev) -> dict:
