@@ -1,6 +1,6 @@
 """The paper's premise measured on the current profile's gold-only DPR runs and its untrained base (issue 67):
-``python -m ecqg.stages.premise`` writes ``results/premise/<profile>.json`` and rewrites ``results/premise/README.md``
-from every profile measured so far.
+``python -m ecqg.stages.premise`` writes ``results/premise/<base>.json`` (``naive`` for ``bundled:naive``, a
+folder's name for a path) and rewrites ``results/premise/README.md`` from every base measured so far.
 
 Run it after the profile's ``retrieve_dense@baseline-<seed>`` stages (``dvc repro retrieve_dense@baseline-2022``
 ...): it reads their models and NQ runs. What is measured, and why with the entity attention both summed and averaged
@@ -15,6 +15,11 @@ from ecqg.core import cli, config
 from ecqg.core.io import write_json, write_text
 
 FOLDER = Path("results") / "premise"
+
+
+def base_slug(ref: str) -> str:
+    """``bundled:naive`` -> ``naive``; a hub id or a path -> its last part."""
+    return ref.rstrip("/").replace(":", "/").rsplit("/", 1)[-1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         params = config.load()
         result = measure(params, args.seeds)
         result["setting"]["host"] = host()
-        write_json(FOLDER / f"{params['profile']}.json", result)
+        write_json(FOLDER / f"{base_slug(params['dpr']['base_model'])}.json", result)
     write_text(FOLDER / "README.md", render_page(FOLDER))
     print(f"{FOLDER / 'README.md'} written")
     return 0
