@@ -263,7 +263,7 @@ def test_an_unknown_profile_is_said_and_the_profiles_listed(args, capsys, tmp_pa
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "unknown profile 'nosuch'" in err and "dvc repro" not in err
-    assert all(name in err for name in config.PROFILES) and "mini, paper" in err
+    assert all(name in err for name in config.PROFILES) and "mini, naive, paper" in err
 
 
 def test_a_known_profile_without_results_is_told_to_run(capsys, tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ import shutil
 import time
 from typing import Mapping
 
-from ecqg.core import paths, variants
+from ecqg.core import choices, paths, variants
 from ecqg.data.dpr import read_dpr_retriever_json
 from ecqg.core.io import copy_directory, empty_directory
 from ecqg.pipeline.common import fingerprint, primary_seed
@@ -36,12 +36,13 @@ TRAINING_TOKENS = paths.OUTPUTS / "tokenized" / "training"
 
 
 def base_retriever(params: Mapping, kind: str | None = None, **model_kwargs) -> Retriever:
-    """The retriever a variant starts from, of ``kind`` (default: the kind ``dpr.model`` names); a Poly-DPR gets
-    ``polydpr.codes`` code vectors attending to ``polydpr.attend``. ``model_kwargs``: e.g.
-    ``attn_implementation="eager"``, ``code_seed``."""
+    """The retriever a variant starts from, of ``kind`` (default: the kind ``dpr.model`` names), with the settings of
+    its own params block where its traits name one (``ecqg.core.choices.TRAITS``: a Poly-DPR's ``polydpr`` codes and
+    what they attend to). ``model_kwargs``: e.g. ``attn_implementation="eager"``, ``code_seed``."""
     dpr = params["dpr"]
     kind = kind or dpr["model"]
-    extra = {"codes": params["polydpr"]["codes"], "attend": params["polydpr"]["attend"]} if kind == "polydpr" else {}
+    block = choices.traits(kind).settings
+    extra = dict(params[block]) if block else {}
     return build_retriever(kind, dpr["base_model"], shared=dpr["shared_encoders"], pooling=dpr["pooling"],
                            query_max_length=dpr["query_max_length"], passage_max_length=dpr["passage_max_length"],
                            **extra, **model_kwargs)
@@ -119,17 +120,19 @@ def _train_phase(model: Retriever, records: list[dict], heldout: int, config: Tr
 
 
 def _settings_identity(variant: str, params: Mapping) -> dict:
-    """The ``dpr`` settings that define a variant's training run (plus ``polydpr`` for a Poly-DPR). The seed lists
+    """The ``dpr`` settings that define a variant's training run (plus its kind's own block: ``polydpr``). The seed lists
     are not among them: a run's own seed is, so adding a seed leaves every other run's checkpoints resumable."""
     dpr = {k: v for k, v in params["dpr"].items()
            if k not in ("encode", "index", "pretrain", "seeds", "related_seeds")}
-    return {**dpr, "polydpr": params["polydpr"]} if retriever_kind(variant, params) == "polydpr" else dpr
+    block = choices.traits(retriever_kind(variant, params)).settings
+    return {**dpr, block: params[block]} if block else dpr
 
 
 def _start_model(variant: str, params: Mapping, seed: int) -> Retriever:
     """The base checkpoint as the variant's retriever kind; a Poly-DPR's codes start from ``seed``."""
     kind = retriever_kind(variant, params)
-    return base_retriever(params, kind, code_seed=seed) if kind == "polydpr" else base_retriever(params, kind)
+    return base_retriever(params, kind, code_seed=seed) if choices.traits(kind).seeded_init else \
+        base_retriever(params, kind)
 
 
 def is_pretrained_variant(variant: str) -> bool:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ecqg.core import paths, variants
+from ecqg.core.choices import traits
 from ecqg.retrieval import evaluation
 from ecqg.analysis import tables
 from ecqg.core.io import read_jsonl, write_json
@@ -259,13 +260,13 @@ def comparison_pairs(params: Mapping) -> list[tuple[str, str]]:
 
 def attention_systems(params: Mapping) -> list[str]:
     """The one-vector dense models whose [CLS] attention 06 analyses and which answer the Table 1 probe."""
-    return [v.system for v in variants.trained(params) if v.retriever_kind(params) != "polydpr"]
+    return [v.system for v in variants.trained(params) if traits(v.retriever_kind(params)).one_vector]
 
 
 def poly_systems(params: Mapping) -> list[str]:
     """The fine-tuned Poly-DPR models: probed with their inference score (best code) and whose codes 06 reads
     (their pre-training-only rows stay Table 3 rows, as DPR's do)."""
-    return [v.system for v in variants.trained(params) if v.retriever_kind(params) == "polydpr"]
+    return [v.system for v in variants.trained(params) if not traits(v.retriever_kind(params)).one_vector]
 
 
 def seed_systems(params: Mapping) -> list[str]:

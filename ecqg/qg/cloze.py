@@ -238,6 +238,9 @@ class Cloze(Generator):
     # the answer is a span of the passage; a conditioned question is a sentence holding its entity; a sentence of
     # the passage repeats a word back to back only where the passage does
     by_construction: ClassVar[frozenset[str]] = frozenset({"answer_in_passage", "about_entity", "repeated_word"})
+    construction_note: ClassVar[str] = (
+        "wh-type agreement only weakly: the generator itself chose the wh-phrase from spaCy's label of the answer in "
+        "context, the check reads spaCy's label of the answer alone")
 
     @classmethod
     def recognises(cls, config) -> bool:

@@ -62,6 +62,10 @@ def by_construction(architecture: str) -> frozenset[str]:
     return generator_class(architecture).by_construction
 
 
+def construction_note(architecture: str) -> str:
+    return generator_class(architecture).construction_note
+
+
 def is_rule_based(architecture: str) -> bool:
     """Whether ``qg.architecture`` names a generator with no weights (nothing to train)."""
     return generator_class(architecture).rule_based
@@ -78,6 +82,7 @@ class Generator:
     # hold by construction for its questions: those say nothing about it and are marked so beside its rows.
     description: ClassVar[str] = ""
     by_construction: ClassVar[frozenset[str]] = frozenset()
+    construction_note: ClassVar[str] = ""    # what a page adds about a check that is only partly independent of it
 
     # --- which checkpoints and models ---------------------------------------------------------------------------
     @classmethod

@@ -72,7 +72,7 @@ def _architecture(generation: Mapping | None) -> str | None:
 def _generator_line(generation: Mapping | None, quality: Mapping | None) -> str:
     """Which generator wrote the questions (named for what it is: the registry's description), which measures hold
     by construction for it, and whether each replicate has its own set (the rows pool them)."""
-    from ecqg.qg.generators import by_construction, describe
+    from ecqg.qg.generators import by_construction, construction_note, describe
 
     arch = _architecture(generation)
     if arch is None:
@@ -82,9 +82,8 @@ def _generator_line(generation: Mapping | None, quality: Mapping | None) -> str:
     if held:
         who += (f". For it, {', '.join(held)} hold **by construction** (marked{BY_CONSTRUCTION}): they say "
                 "nothing about its questions; fragment and wh-type agreement can fail")
-        if arch == "cloze":
-            who += (" (wh-type agreement only weakly: the generator itself chose the wh-phrase from spaCy's label "
-                    "of the answer in context, the check reads spaCy's label of the answer alone)")
+        if note := construction_note(arch):
+            who += f" ({note})"
     sets = [k for k in generation.get("generation", {}) if k.startswith("uncon s")]
     pooled = (f" Each of the {len(sets)} replicates sampled, filtered and mixed its own sets; the rows pool them."
               if len(sets) > 1 else "")

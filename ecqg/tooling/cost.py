@@ -32,6 +32,7 @@ from pathlib import Path
 import yaml
 
 from ecqg.core import cli, config, variants
+from ecqg.qg.generators import is_rule_based
 from ecqg.tooling.dvc_stages import declared_paths, expanded_stages
 from ecqg.tooling.scale_projection import PAPER_PASSAGES, host_hours
 
@@ -385,7 +386,7 @@ def _faiss_work(name: str, params: Mapping, sizes: Sizes) -> list[Work]:
 
 def _generator_work(name: str, params: Mapping, sizes: Sizes) -> list[Work]:
     """Stage 02's two generator trainings, where the generator is a model (not the rule-based cloze one)."""
-    if params["qg"]["architecture"] == "cloze":
+    if is_rule_based(params["qg"]["architecture"]):
         return []
     records = min(sizes.train_examples, params["data"].get("max_train_triples") or sizes.train_examples)
     n, text = _epochs(records, params["qg"]["train"])

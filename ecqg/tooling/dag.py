@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ecqg.core import cli, paths, schemes, variants
+from ecqg.core import choices, cli, paths, schemes, variants
 from ecqg.tooling.code_deps import REPO, code_deps
 
 DVC_YAML = Path("dvc.yaml")
@@ -96,7 +96,8 @@ def _set_deps(variant: variants.Variant, params: Mapping) -> list[str]:
 
 
 def _kind_params(variant: variants.Variant) -> list[str]:
-    return ["polydpr"] if variant.kind == "polydpr" else []
+    block = choices.traits(variant.kind).settings if variant.kind else None
+    return [block] if block else []
 
 
 def pretrain_stage_block(variant: variants.Variant, members: Sequence[variants.Variant], params: Mapping) -> Stage:
