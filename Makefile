@@ -25,7 +25,7 @@ export DVC_NO_ANALYTICS := 1
 export OPENAI_API_KEY ?= unused-by-ecqg
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install repro run-log test bench lab profile clean-venv
+.PHONY: install repro run-log test bench lab profile inputs clean-venv
 
 install: $(STAMP)
 
@@ -87,6 +87,12 @@ bench: $(STAMP)
 profile: $(STAMP)
 	$(PY) -m ecqg.core.config use $(P) $(if $(FORCE),--force,)
 	$(PY) -m ecqg.tooling.dag write $(if $(FORCE),--force,)
+
+# make inputs   the paper profile's files by DPR's resource names into downloads/ (DPR's layout), resumed and checked
+#               against downloads/SHA256SUMS; INPUTS_ARGS="--mirror URL-or-folder" or "--dpr-tree DIR" for other sources
+INPUTS_ARGS ?=
+inputs: $(STAMP)
+	$(PY) -m ecqg.tooling.inputs fetch $(INPUTS_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -7,7 +7,7 @@ sizes replaced by :func:`paper_tiny_params` and the paper's three systems traine
 every stage goes through exactly the code a paper run takes:
 
 * ``psgs_w100.tsv`` (header ``id\\ttext\\ttitle``, numeric ids, CSV-quoted text), ``nq-test.csv`` /
-  ``trivia-test.csv`` / ``webquestions-test.csv`` / ``nq-dev.csv`` (``question\\t['answer', ...]``, no gold passage
+  ``trivia-test.csv`` / ``webq-test.csv`` / ``nq-dev.csv`` (``question\\t['answer', ...]``, no gold passage
   ids), ``nq-train.json`` (DPR retriever json with a positive and a hard negative per question);
 * a BERT-architecture DPR base (the bundled WordPiece vocabulary, bert-base-uncased's), a BART-architecture
   generator carrying BART's shipped generation settings, and a RoBERTa-architecture extractive reader used as shipped
@@ -69,7 +69,7 @@ def write_dpr_files(bundle: Path, out: Path) -> dict[str, Path]:
 
     qas("nq-test.csv", nq)
     qas("trivia-test.csv", [r for _, r in itertools.islice(read_jsonl(bundle / "tqa_test.jsonl.gz"), QUESTIONS)])
-    qas("webquestions-test.csv", [r for _, r in itertools.islice(read_jsonl(bundle / "wq_test.jsonl.gz"), QUESTIONS)])
+    qas("webq-test.csv", [r for _, r in itertools.islice(read_jsonl(bundle / "wq_test.jsonl.gz"), QUESTIONS)])
     qas("nq-dev.csv", [r for _, r in itertools.islice(read_jsonl(bundle / "nq_dev.jsonl.gz"), DEV)])
 
     def ctx(pid: str) -> dict:
@@ -82,7 +82,7 @@ def write_dpr_files(bundle: Path, out: Path) -> dict[str, Path]:
     (out / "nq-train.json").write_text(json.dumps(records), encoding="utf-8")
     rel = Path(out.name) if out.is_absolute() else out
     return {"corpus": rel / "psgs_w100.tsv", "nq": rel / "nq-test.csv", "tqa": rel / "trivia-test.csv",
-            "wq": rel / "webquestions-test.csv", "train_gold": rel / "nq-train.json", "nq_dev": rel / "nq-dev.csv"}
+            "wq": rel / "webq-test.csv", "train_gold": rel / "nq-train.json", "nq_dev": rel / "nq-dev.csv"}
 
 
 def _bpe_tokenizer(texts: list[str], out: Path, cls_name: str):
