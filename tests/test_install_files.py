@@ -35,13 +35,15 @@ def _conda_pip(env: dict, swap: bool) -> set[str]:
     return names
 
 
-def test_the_environment_renders_for_cpu_and_for_gpu():
-    env = yaml.safe_load((REPO / "environment.yml").read_text(encoding="utf-8"))
-    cpu, gpu = _conda_pip(env, swap=False), _conda_pip(env, swap=True)
+def test_the_environments_for_cpu_and_for_gpu_each_install_one_faiss():
+    cpu_env, gpu_env = (yaml.safe_load((REPO / name).read_text(encoding="utf-8"))
+                        for name in ("environment.yml", "environment-gpu.yml"))
+    cpu, gpu = _conda_pip(cpu_env, swap=False), _conda_pip(gpu_env, swap=False)
     assert "faiss-cpu" in cpu and "faiss-gpu" not in cpu
     assert "faiss-gpu" in gpu and "faiss-cpu" not in gpu and cpu - {"faiss-cpu"} == gpu - {"faiss-gpu"}
-    assert "requirements/faiss-gpu.txt" in (REPO / "environment.yml").read_text(encoding="utf-8")
-    assert not any("faiss" in n for n in _requirements(REPO / "requirements/base.txt"))
+    gpu_pip = next(d["pip"] for d in gpu_env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    assert any(e.startswith("--extra-index-url https://download.pytorch.org/whl/cu") for e in gpu_pip)
+    assert not any(n.startswith("faiss") for n in _requirements(REPO / "requirements/base.txt"))
 
 
 def _make(*args: str, **env: str) -> str:
@@ -51,8 +53,22 @@ def _make(*args: str, **env: str) -> str:
 
 
 def test_make_installs_the_faiss_build_asked_for_and_uses_an_active_conda_env():
-    assert "requirements/faiss-gpu.txt" in _make("install", "FAISS=gpu", "-B")
-    assert "requirements/faiss-cpu.txt" in _make("install", "FAISS=cpu", "-B")
+    gpu, cpu = _make("install", "FAISS=gpu", "-B"), _make("install", "FAISS=cpu", "-B")
+    assert "requirements/faiss-gpu.txt" in gpu and "uninstall --quiet --yes faiss-cpu" in gpu     # never both
+    assert "requirements/faiss-cpu.txt" in cpu and "uninstall --quiet --yes faiss-gpu" in cpu
     conda = _make("install", "CONDA=1", "-B", CONDA_PREFIX="/opt/conda/envs/ecqg")
     assert "/opt/conda/envs/ecqg/bin/python -m pip install" in conda and "-m venv" not in conda.split("||")[0]
     assert "needs an active conda environment" in _make("install", "CONDA=1", CONDA_PREFIX="")
+
+
+def test_the_doctor_reports_the_gpu_path_and_both_faiss_builds(monkeypatch, capsys):
+    from ecqg.tooling import doctor
+
+    report, problems = doctor.machine()
+    text = "\n".join(report)
+    assert "torch 2.13.0" in text and "GPU(s) visible" in text and "FAISS imported:" in text and "NCCL" in text
+    assert "disk free" in text and not problems
+    monkeypatch.setattr(doctor, "installed", lambda name: "1.15.1")          # faiss-cpu and faiss-gpu both there
+    _, problems = doctor.machine()
+    assert any("both installed" in p for p in problems)
+    assert doctor.main(["--machine"]) == 1 and "both installed" in capsys.readouterr().err

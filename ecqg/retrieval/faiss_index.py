@@ -33,14 +33,25 @@ def _gpu_available() -> bool:
     return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
 
 
+def _torch_sees_a_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def _to_gpu(index, kind: str, use_gpu: bool | None):
     """Move an index to GPU 0 when asked (``None``: when available); HNSW has no GPU version and stays on CPU."""
     want = _gpu_available() if use_gpu is None else use_gpu
     if want and not _gpu_available():
         raise RuntimeError("use_gpu=True but this FAISS build has no GPU support or no GPU is visible")
     if not want or kind == "hnsw":
-        log.info("FAISS %s index on CPU (%s)", kind, "no GPU FAISS" if not _gpu_available() else
-                 "HNSW has no GPU implementation" if kind == "hnsw" else "use_gpu=False")
+        if not _gpu_available() and _torch_sees_a_gpu():
+            log.warning("FAISS %s index on CPU although a GPU is visible: the installed FAISS has no GPU support "
+                        "(install faiss-gpu instead of faiss-cpu: make install FAISS=gpu; python -m "
+                        "ecqg.tooling.doctor says which build is imported)", kind)
+        else:
+            log.info("FAISS %s index on CPU (%s)", kind, "no GPU FAISS" if not _gpu_available() else
+                     "HNSW has no GPU implementation" if kind == "hnsw" else "use_gpu=False")
         return index
     if not _GPU_RESOURCES:
         _GPU_RESOURCES.append(faiss.StandardGpuResources())

@@ -6,6 +6,7 @@ with ``python -m ecqg.tooling.doctor``.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -32,13 +33,78 @@ def check() -> list[str]:
     return problems
 
 
+FAISS_BUILDS = ("faiss-cpu", "faiss-gpu")
+
+
+def installed(distribution: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def machine() -> tuple[list[str], list[str]]:
+    """What the node has for the GPU path, and its problems: torch's build, its GPUs and NCCL, the FAISS build that
+    ``import faiss`` actually gives (and whether both builds are installed, which one import then shadows), disk and
+    memory. Printed by ``--machine``; the problems fail it."""
+    import shutil
+
+    import torch
+
+    report, problems = [], []
+    cuda = torch.version.cuda
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    report.append(f"torch {torch.__version__} ({'CUDA ' + cuda if cuda else 'CPU build'}), {gpus} GPU(s) visible"
+                  + (": " + ", ".join(torch.cuda.get_device_name(i) for i in range(gpus)) if gpus else ""))
+    nccl = torch.distributed.is_available() and torch.distributed.is_nccl_available()
+    report.append(f"NCCL {'available' if nccl else 'not available'} (gloo on the CPU)")
+    builds = {name: installed(name) for name in FAISS_BUILDS}
+    present = [f"{n} {v}" for n, v in builds.items() if v]
+    try:
+        import faiss
+
+        gpu_faiss = hasattr(faiss, "StandardGpuResources")
+        report.append(f"FAISS imported: {faiss.__version__}, {'with' if gpu_faiss else 'without'} GPU support "
+                      f"({faiss.get_num_gpus() if gpu_faiss else 0} GPU(s)); installed: {', '.join(present) or '?'}")
+    except ImportError as exc:
+        gpu_faiss = False
+        problems.append(f"FAISS does not import ({exc}): make install")
+    if all(builds.values()):
+        problems.append("faiss-cpu and faiss-gpu are both installed and provide the same module: uninstall one "
+                        "(make install FAISS=gpu removes faiss-cpu)")
+    if gpus and not gpu_faiss:
+        problems.append(f"{gpus} GPU(s) visible but FAISS has no GPU support: make install FAISS=gpu")
+    if not gpus and shutil.which("nvidia-smi") and not cuda:
+        problems.append("nvidia-smi is here but torch is a CPU build: install the CUDA build of torch 2.13.0")
+    disk = shutil.disk_usage(".")
+    report.append(f"disk free here: {disk.free / 2**30:.0f} GiB of {disk.total / 2**30:.0f} GiB")
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+        report.append(f"memory: {memory:.0f} GiB, {os.cpu_count()} cores")
+    except (ValueError, OSError, AttributeError):
+        pass
+    return report, problems
+
+
 def main(argv: Sequence[str] = ()) -> int:
-    cli.parser("ecqg.tooling.doctor", __doc__, paragraphs=2).parse_args(argv)
+    parser = cli.parser("ecqg.tooling.doctor", __doc__, paragraphs=2)
+    parser.add_argument("--machine", action="store_true",
+                        help="also report torch's CUDA build, the GPUs, NCCL, the FAISS build imported, disk and "
+                             "memory (python -m ecqg.tooling.cost gives a profile's needs)")
+    args = parser.parse_args(argv)
     problems = check()
+    if args.machine:
+        report, more = machine()
+        for line in report:
+            print(f"ecqg doctor: {line}")
+        problems += more
     for problem in problems:
         print(f"ecqg doctor: {problem}", file=sys.stderr)
     if not problems:
-        print("ecqg doctor: java, bundled encoder and spaCy model found")
+        print("ecqg doctor: java, bundled encoder and spaCy model found" + (", the GPU path set up as reported"
+                                                                          if args.machine else ""))
     return 1 if problems else 0
 
 
