@@ -43,8 +43,8 @@ from ecqg.report.mechanism_section import render_mechanism
 from ecqg.report.scope import facts, render_scope
 from ecqg.report.related import render_poly_codes, render_pseudo_sets, render_questions, render_tempqg
 from ecqg.report.staleness import stale_banner, staleness
-from ecqg.report.sections import (render_attention_bias, render_encoder_comparison, render_generic,
-                                  render_settings, render_table3, render_wall_times)
+from ecqg.report.sections import render_attention_bias, render_encoder_comparison, render_table3
+from ecqg.report.stage_records import render_generic, render_settings, render_wall_times
 
 
 def render_results(metrics_dir: str | Path, declared: set[str] | None = None) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ecqg.core import cli, config, device, paths
 from ecqg.core.io import atomic_path
-from ecqg.stages import timed_stage
+from ecqg.core.stage_record import timed_stage
 
 
 def executed_name(name: str, tag: str | None = None) -> str:
