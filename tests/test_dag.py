@@ -93,6 +93,16 @@ def _rebuilt_by(graph: nx.DiGraph, key: str) -> set[str]:
     return {s.addressing for s in direct | downstream}
 
 
+
+def test_every_stage_can_enter_dvc_s_run_cache(graph):
+    """DVC keeps a finished stage in its run cache (so switching back to an earlier experiment or profile restores its
+    outputs instead of rerunning it) unless the stage always changes, lacks a command, deps or outs, or declares a
+    ``persist`` output (``dvc.stage.cache._can_hash``); resumable training state is therefore not an output."""
+    blocked = {s.addressing: [o.def_path for o in s.outs if o.persist] for s in graph.nodes
+               if s.always_changed or not (s.cmd and s.deps and s.outs) or any(o.persist for o in s.outs)}
+    assert not blocked, f"stages kept out of DVC's run cache: {blocked}"
+    assert any(s.addressing.startswith("finetune_baseline") for s in graph.nodes)
+
 @pytest.mark.parametrize("key", sorted(SPEC))
 def test_a_param_rebuilds_exactly_its_stages(graph, key):
     rebuilt = _rebuilt_by(graph, key)

@@ -35,7 +35,7 @@ RUNS = OUTPUTS / "runs"
 
 # Stage 05 (DPR training, one per variant) and `retrieve_dense`.
 MODELS = OUTPUTS / "models"                 # dpr_<variant>_s<seed>/: bi-encoder (safetensors) + history.jsonl
-CHECKPOINTS = OUTPUTS / "checkpoints"       # dpr_<variant>_s<seed>/<fingerprint>/: resumable state (persist: true)
+CHECKPOINTS = OUTPUTS / "checkpoints"       # dpr_<variant>_s<seed>/<fingerprint>/: resumable; no DVC output
 DENSE_INDEXES = OUTPUTS / "indexes" / "dense"
 
 # Stage 01 (attention-bias study): per-passage lowest-attended entities, the input of conditioned QG.

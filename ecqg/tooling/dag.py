@@ -37,8 +37,12 @@ PROFILE = "${profile}"
 
 
 # ================================================================================================ stages
-def _nocache(path: str, persist: bool = False) -> dict:
-    return {path: {"persist": True, "cache": False} if persist else {"cache": False}}
+def _nocache(path: str) -> dict:
+    """An output DVC records but does not cache (metrics, plots, notebooks kept in git). Resumable training state
+    (``outputs/checkpoints/<run>/<fingerprint>/``) is not an output at all: a ``persist: true`` output keeps a stage
+    out of DVC's run cache, so switching back to an earlier experiment or profile would retrain; undeclared, and
+    keyed by the fingerprint of what the run trains on, it is resumed only by the run it belongs to."""
+    return {path: {"cache": False}}
 
 
 def _metric(name: str) -> dict:
@@ -81,7 +85,7 @@ def _axes(variant: variants.Variant, members: Sequence[variants.Variant], phase:
 def _training_outs(run: str, tag: str) -> tuple[list, list]:
     """Outputs and metrics of one notebook-05 run (``run``: dpr_<variant>[_pre]_s<seed>)."""
     outs = [f"{paths.MODELS}/{run}", f"{paths.NOTEBOOKS_OUT}/{NOTEBOOK_05}.{tag}.ipynb",
-            f"{paths.FIGURES}/05.{tag}", _nocache(f"{paths.CHECKPOINTS}/{run}", persist=True),
+            f"{paths.FIGURES}/05.{tag}",
             _nocache(f"results/{PROFILE}/plots/training/{run}.csv"),
             _nocache(f"results/{PROFILE}/plots/validation/{run}.csv")]
     return outs, [_metric(f"{run}_training.json"), _metric(f"stage_05_dpr_training.{tag}.json")]
@@ -191,12 +195,11 @@ def dense_stages(params: Mapping, table: Sequence[variants.Variant] | None = Non
 
 
 def _notebook(number: str, name: str, deps: list, params: list, outs: list, metrics: list,
-              comment: str = "", checkpoints: str | None = None) -> Stage:
+              comment: str = "") -> Stage:
     nb = f"{number}_{name}"
-    extra = [_nocache(checkpoints, persist=True)] if checkpoints else []
     return Stage(name if number not in ("06", "07") else {"06": "results", "07": "mechanism"}[number],
                  f"python -m ecqg.tooling.notebook {nb}", [f"notebooks/{nb}.ipynb", *deps], params,
-                 [*outs, f"{paths.NOTEBOOKS_OUT}/{nb}.ipynb", f"{paths.FIGURES}/{number}", *extra,
+                 [*outs, f"{paths.NOTEBOOKS_OUT}/{nb}.ipynb", f"{paths.FIGURES}/{number}",
                   _nocache(f"results/{PROFILE}/notebooks/{nb}.ipynb")],
                  [*(_metric(m) for m in metrics), _metric(f"stage_{nb}.json")], comment=comment)
 
@@ -267,14 +270,12 @@ def synthetic_stages(params: Mapping) -> list[Stage]:
                                                 str(paths.QUESTIONS), str(paths.QG_ENTITIES)],
                   ["seed", "qg", "attention.exclude_test_gold", "attention.probe_passages", *_replicate_params(params)],
                   [str(paths.QG)],
-                  ["question_generation.json"], "the unconditioned and entity-conditioned generators",
-                  checkpoints=str(paths.QG_CHECKPOINTS)),
+                  ["question_generation.json"], "the unconditioned and entity-conditioned generators"),
         _notebook("03", "filtering", ["${data.mrc_unanswerable}", *_generated_deps(params), str(paths.QG_PROBES),
                                       str(paths.TRAIN_GOLD), *CORPUS_AND_POOL, BASELINE_MODEL, BASELINE_INDEX],
                   ["seed", "data.mrc_unanswerable", "mrc", "filtering", "qg.generate.per_replicate",
                    *_replicate_params(params)], [str(paths.FILTERING)], ["filtering.json"],
-                  "round trip through a reader, then the hard ones for the first replicate's DPR",
-                  checkpoints=str(paths.MRC_CHECKPOINTS)),
+                  "round trip through a reader, then the hard ones for the first replicate's DPR"),
         _notebook("04", "mixing", [*_kept_deps(params), str(paths.FILTER_DECISIONS), str(paths.TRAIN_GOLD),
                                    *CORPUS_AND_POOL, str(paths.QUESTIONS), str(paths.BM25_INDEX)],
                   ["seed", "mixing", "qg.generate.per_replicate", *_replicate_params(params)], [str(paths.SYNTHETIC)],
@@ -297,8 +298,7 @@ def synthetic_stages(params: Mapping) -> list[Stage]:
              "dpr.query_max_length", "dpr.passage_max_length", "dpr.encode", "dpr.pretrain.heldout",
              "dpr.pretrain.batch_size", "mrc", "filtering", "bm25.k1", "bm25.b", "data.test_sets"],
             [str(paths.TEMPQG)], ["tempqg.json"],
-            "TempQG (Luo et al. 2022, §4): templates, selector, template-conditioned questions",
-            checkpoints=str(paths.TEMPQG_CHECKPOINTS)))
+            "TempQG (Luo et al. 2022, §4): templates, selector, template-conditioned questions"))
     return stages
 
 
