@@ -8,6 +8,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,3 +73,31 @@ def test_the_doctor_reports_the_gpu_path_and_both_faiss_builds(monkeypatch, caps
     _, problems = doctor.machine()
     assert any("both installed" in p for p in problems)
     assert doctor.main(["--machine"]) == 1 and "both installed" in capsys.readouterr().err
+
+
+def test_the_slurm_example_runs_make_repro_bare_on_one_task():
+    """Stages start their own torchrun processes, so the job is one task running `make repro` unwrapped; a requeued
+    job resumes (DVC and the checkpoints), and the docs point at the file."""
+    script = REPO / "slurm" / "paper_one_node.sbatch"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    text = script.read_text(encoding="utf-8")
+    directives = dict(re.findall(r"^#SBATCH --([\w-]+)(?:=(\S+))?", text, flags=re.M))
+    assert directives["nodes"] == "1" and directives["ntasks"] == "1" and "requeue" in directives
+    commands = [line.split("#")[0].strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    assert commands[-1] == "make repro", "make repro must run bare, last"
+    assert not any(w in c for c in commands for w in ("srun", "torchrun", "accelerate launch"))
+    assert "python -m ecqg.tooling.doctor --machine" in commands and "python -m ecqg.core.config inputs" in commands
+    assert "slurm/paper_one_node.sbatch" in (REPO / "docs" / "paper_profile.md").read_text(encoding="utf-8")
+
+
+def test_the_collective_timeout_is_a_setting_every_trainer_gets():
+    from ecqg.core import config
+    from ecqg.pipeline.dense import train_config
+
+    params = config.load(REPO / "params.yaml")
+    assert params["collective_timeout_minutes"] == 60 and train_config(params).dist_timeout_minutes == 60
+    params["collective_timeout_minutes"] = 90
+    assert train_config(params, "pretrain").dist_timeout_minutes == 90
+    params["collective_timeout_minutes"] = 0
+    with pytest.raises(config.ConfigError, match="collective_timeout_minutes"):
+        config.validate(params)

@@ -89,6 +89,7 @@ RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
                   "an integer > 0, or auto (one process per CUDA GPU visible at run time; 1 on a CPU)"),
     "launcher_args": ((list, type(None)), lambda v: v is None or all(isinstance(a, str) for a in v),
                       "null or a list of torchrun arguments (strings)"),
+    "collective_timeout_minutes": ((int,), lambda v: v > 0, "an integer > 0 (minutes a process waits at a collective)"),
     "data.corpus": ((str,), bool, "a file path"),
     "data.test_sets": ((dict,), _paths, "a mapping name -> file path"),
     "data.train_gold": ((str,), bool, "a file path"),

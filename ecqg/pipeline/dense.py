@@ -86,7 +86,8 @@ DATA_KEYS = ("max_examples", "heldout", "nq_dev_distant", "validation", "curve_r
 def train_config(params: Mapping, phase: str = "finetune", seed: int | None = None) -> TrainConfig:
     """TrainConfig from ``params.dpr.<phase>`` (keys that only steer data selection are left out)."""
     settings = {k: v for k, v in params["dpr"][phase].items() if k not in DATA_KEYS}
-    return TrainConfig.from_dict({**settings, "seed": params["seed"] if seed is None else seed})
+    return TrainConfig.from_dict({**settings, "seed": params["seed"] if seed is None else seed,
+                                  "dist_timeout_minutes": params["collective_timeout_minutes"]})
 
 
 PRETRAINED_SUFFIX = variants.PRE_SUFFIX     # uncon_pre, ...: a pre-trained variant right after pre-training

@@ -117,7 +117,8 @@ def train_selector(params: Mapping, pairs: Sequence[dict], progress: bool = True
     model = build_retriever("polydpr", dpr["base_model"], shared=dpr["shared_encoders"], pooling=dpr["pooling"],
                             query_max_length=settings["query_max_length"], passage_max_length=dpr["query_max_length"],
                             codes=params["polydpr"]["codes"], attend=params["polydpr"]["attend"])
-    config = TrainConfig.from_dict({**settings["train"], "hard_negatives": 0, "seed": params["seed"]})
+    config = TrainConfig.from_dict({**settings["train"], "hard_negatives": 0, "seed": params["seed"],
+                                    "dist_timeout_minutes": params["collective_timeout_minutes"]})
     run_dir = paths.TEMPQG_CHECKPOINTS / "selector" / fingerprint(settings, params["polydpr"], dpr["base_model"],
                                                                   [p["id"] for p in pairs])
     history = train_biencoder(model, list(pairs), None, config, run_dir, resume=True, progress=progress)
