@@ -60,6 +60,8 @@ def test_runs_give_an_interval_and_one_model_its_units():
     assert out["untrained"]["mean"]["probe"]["method"] == "one model: normal over units"
     assert 50 < out["dpr_baseline"]["sum"]["highest_first_half"]["value"] < 90
     assert set(out["dpr_baseline"]["sum"]) >= set(premise.MEASURES) | {"lengths"}
+    coin = out["dpr_baseline"]["sum"]["lowest_second_half"]      # a fair coin per passage: p against 50%, not 0
+    assert coin["null"] == 50.0 and coin["low"] < 50 < coin["high"] and coin["p"] > 0.05
 
     from ecqg.report.premise_page import verdict
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -189,11 +190,22 @@ def unit_value(kind: str, node: Mapping, k_index: int = 1) -> tuple[float, float
     return a - b, math.hypot(sa, sb), len(least) + len(most)
 
 
-MEASURES = {"highest_first_half": "highest-attended entity in the first half, % (paper 65)",
-            "lowest_second_half": "lowest-attended entity in the second half, % (paper 60)",
-            "probe": "Table 1 probe: highest- minus lowest-entity question's score (paper +1.6)",
-            **{f"top{k}_least_minus_most": f"NQ Top-{k}: least- minus most-attended answer entity, points"
-               for k in KS}}
+class Measure(NamedTuple):
+    """One premise measure: its key, its label, the paper's figure, the value of no effect and the paper's
+    direction (+1: the paper's effect lies above ``null``; -1: below)."""
+    key: str
+    label: str
+    paper: str
+    null: float
+    direction: float
+
+
+MEASURES = {m.key: m for m in (
+    Measure("highest_first_half", "highest-attended entity in the first half, % of passages", "65", 50.0, 1.0),
+    Measure("lowest_second_half", "lowest-attended entity in the second half, % of passages", "60", 50.0, 1.0),
+    Measure("probe", "Table 1 probe: score of the highest- minus the lowest-entity question", "+1.6", 0.0, 1.0),
+    *(Measure(f"top{k}_least_minus_most", f"NQ Top-{k}: least- minus most-attended answer entity, points", "< 0",
+              0.0, -1.0) for k in KS))}
 
 
 def summarise(per_model: Mapping[str, Sequence[Mapping]]) -> dict:
@@ -217,11 +229,12 @@ def summarise(per_model: Mapping[str, Sequence[Mapping]]) -> dict:
                 values = [unit_value(kind, r["aggregations"][how], k_index) for r in runs]
                 entry = {"value": round(float(np.mean([v for v, _, _ in values])), 4),
                          "runs": [round(v, 4) for v, _, _ in values], "units": values[0][2]}
-                if len(runs) > 1:
-                    interval = one_sample_interval([v for v, _, _ in values],
+                if len(runs) > 1:                 # p: against the measure's value of no effect (50% for shares)
+                    null = MEASURES[measure].null
+                    interval = one_sample_interval([v - null for v, _, _ in values],
                                                    float(np.nanmean([s for _, s, _ in values])))
-                    entry.update(low=round(interval.low, 4), high=round(interval.high, 4), p=interval.p,
-                                 method="t over runs + units")
+                    entry.update(low=round(interval.low + null, 4), high=round(interval.high + null, 4),
+                                 p=interval.p, null=null, method="t over runs + units")
                 else:
                     value, se, _ = values[0]
                     entry.update(low=round(value - 1.96 * se, 4), high=round(value + 1.96 * se, 4),

@@ -14,17 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ecqg.core.bases import base_name, describe
+from ecqg.pipeline.premise import MEASURES
 from ecqg.report.markdown import md_table, num
 
-MEASURES = (("highest_first_half", "highest-attended entity in the first half, % of passages", "65", 50.0, 1.0),
-            ("lowest_second_half", "lowest-attended entity in the second half, % of passages", "60", 50.0, 1.0),
-            ("probe", "Table 1 probe: score of the highest- minus the lowest-entity question", "+1.6", 0.0, 1.0),
-            ("top1_least_minus_most", "NQ Top-1: least- minus most-attended answer entity, points", "< 0", 0.0,
-             -1.0),
-            ("top5_least_minus_most", "NQ Top-5: least- minus most-attended answer entity, points", "< 0", 0.0,
-             -1.0),
-            ("top20_least_minus_most", "NQ Top-20: least- minus most-attended answer entity, points", "< 0", 0.0,
-             -1.0))
 AGGREGATIONS = (("sum", "summed over the entity's word pieces (the paper's, and what the pipeline conditions on)"),
                 ("mean", "averaged over the entity's word pieces (an entity's length does not add to it)"))
 
@@ -79,7 +71,7 @@ def render_page(folder: Path) -> str:
         for name in results:
             header += [f"`{name}` untrained", f"`{name}` DPR", "verdict"]
         rows = []
-        for key, label, paper, null, direction in MEASURES:
+        for key, label, paper, null, direction in MEASURES.values():
             row = [label, paper]
             for r in results.values():
                 untrained = r["systems"]["untrained"][how].get(key)
