@@ -1,6 +1,6 @@
 """Sharing outputs as DVC users do: a remote (here a local folder), `dvc push` after a run, `dvc pull` in a clone.
 
-The README's "Sharing outputs" section documents these commands; this runs them on a one-stage pipeline in a scratch
+docs/team.md (linked from the README) documents these commands; this runs them on a one-stage pipeline in a scratch
 repository, so the round trip is DVC's own, not a mock."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _run(cwd: Path, *args: str) -> str:
 def test_push_then_pull_restores_a_stage_output(tmp_path):
     if shutil.which("git") is None:
         pytest.skip("git is needed for a DVC repository")
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "docs" / "team.md").read_text(encoding="utf-8")
     assert "dvc remote add -d" in readme and "dvc push" in readme and "dvc pull" in readme
     work, remote, clone = tmp_path / "work", tmp_path / "remote", tmp_path / "clone"
     work.mkdir()
@@ -50,13 +50,13 @@ def test_push_then_pull_restores_a_stage_output(tmp_path):
 
 
 def test_a_training_stage_comes_back_from_the_run_cache_locally_and_in_a_clone(tmp_path):
-    """The README's promise for the trainings: a stage that keeps resumable state outside its outputs (as
+    """docs/team.md's promise for the trainings: a stage that keeps resumable state outside its outputs (as
     ``outputs/checkpoints/`` is kept) enters DVC's run cache, so switching a parameter back checks the earlier
     outputs out instead of rerunning; in a clone, ``dvc pull --run-cache`` and ``dvc fetch --all-commits`` give the
     same for every committed and pushed run (git carrying ``.dvc/config``, ``dvc.lock`` and the params)."""
     if shutil.which("git") is None:
         pytest.skip("git is needed for a DVC repository")
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "docs" / "team.md").read_text(encoding="utf-8")
     for command in ("git add .dvc/config", "dvc push --run-cache", "dvc pull --run-cache", "dvc fetch --all-commits"):
         assert command in readme
     work, remote, clone = tmp_path / "work", tmp_path / "remote", tmp_path / "clone"
@@ -73,7 +73,7 @@ def test_a_training_stage_comes_back_from_the_run_cache_locally_and_in_a_clone(t
     _run(work, "dvc", "stage", "add", "-q", "-n", "train", "-d", "train.py", "-p", "lr", "-o", "model",
          "python train.py")
     _run(work, "dvc", "remote", "add", "-d", "shared", str(remote))
-    for lr in (1, 2):                                    # two committed runs, each pushed as the README says
+    for lr in (1, 2):                                    # two committed runs, each pushed as docs/team.md says
         (work / "params.yaml").write_text(f"lr: {lr}\n")
         _run(work, "dvc", "repro", "-q")
         _run(work, "git", "add", "-A")
