@@ -304,3 +304,37 @@ def test_dvc_metrics_and_exp_show_fit_a_terminal():
     command = __import__("shlex").split(line.split("#")[0])
     shown = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=env)
     assert shown.returncode == 0 and max(map(len, shown.stdout.splitlines())) <= 200, shown.stdout[:500]
+
+
+def test_docs_pipeline_shows_the_current_graph():
+    """docs/pipeline.md's flowchart is the one dvc.yaml and params.yaml give (`python -m ecqg.tooling.dag_view`)."""
+    from ecqg.tooling import dag_view
+
+    doc = REPO / dag_view.DOC
+    block = dag_view.view(REPO / "dvc.yaml", REPO / "params.yaml")
+    assert dag_view.with_view(doc.read_text(), block, doc) == doc.read_text(), \
+        "docs/pipeline.md is stale: python -m ecqg.tooling.dag_view --write"
+    assert '"06 results"' in block and '"07 mechanism"' in block and "-->" in block
+
+
+def test_the_flowchart_keeps_apart_the_items_of_a_stage_that_would_close_a_loop():
+    """One node per declared stage, except where folding a stage's items would draw a loop (the baseline's search
+    feeds the filter, which feeds the other variants' searches): those items stay separate nodes, and the graph
+    is acyclic."""
+    from ecqg.tooling.dag_view import mermaid, stage_groups
+
+    dvc_yaml = {"stages": {
+        "make": {"cmd": "a", "outs": ["data"]},
+        "search": {"foreach": ["base", "syn"], "do": {"cmd": "s ${item}", "deps": ["data", "sets/${item}"],
+                                                       "outs": ["runs/${item}"]}},
+        "filter": {"cmd": "python -m ecqg.tooling.notebook 03_filtering", "deps": ["runs/base"], "outs": ["sets/syn"]},
+        "basesets": {"cmd": "b", "outs": ["sets/base"]},
+        "report": {"foreach": ["x", "y"], "do": {"cmd": "r", "deps": ["runs"], "outs": ["out/${item}"]}},
+    }}
+    graph, labels = stage_groups(dvc_yaml, {})
+    assert set(graph.nodes) == {"make", "search@base", "search@syn", "filter", "basesets", "report"}
+    assert labels["filter"] == "03 filter" and labels["report"] == "report x2"
+    assert nx.is_directed_acyclic_graph(graph)
+    assert ("search@base", "filter") in graph.edges and ("filter", "search@syn") in graph.edges
+    chart = mermaid(graph, labels)
+    assert chart.startswith("```mermaid\nflowchart TD") and "@" not in chart.split('"')[0]

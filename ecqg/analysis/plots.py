@@ -14,22 +14,56 @@ def _panels(frame: pd.DataFrame) -> list[tuple[str, str]]:
     return list(dict.fromkeys(zip(frame.dataset, frame.subset)))
 
 
+# A figure is at most this wide (inches; at the notebooks' 120 dpi about 1,560 px), whatever the number of panels.
+MAX_WIDTH_IN = 13.0
+
+
+def system_colors(systems: Sequence[str]) -> dict[str, tuple]:
+    """One distinct colour per system, fixed by its position: matplotlib's 10-colour cycle repeats after ten (TF-IDF
+    and the eleventh system shared a blue), so more than ten systems take ``tab20``, more than twenty a sampled
+    ``turbo``."""
+    n = len(systems)
+    if n <= 10:
+        colors = [plt.get_cmap("tab10")(i) for i in range(n)]
+    elif n <= 20:
+        colors = [plt.get_cmap("tab20")(i) for i in range(n)]
+    else:
+        colors = [plt.get_cmap("turbo")(x) for x in np.linspace(0.05, 0.95, n)]
+    return dict(zip(systems, colors))
+
+
+def _label(system: str, labels: Mapping[str, str], marked: Sequence[str]) -> str:
+    label = labels.get(system, system)
+    return f"{label} (paper)" if system in marked else label
+
+
+def _grid(n_panels: int, panel_w: float, panel_h: float, max_cols: int = 3):
+    cols = max(1, min(max_cols, n_panels))
+    rows = int(np.ceil(n_panels / cols))
+    width = min(MAX_WIDTH_IN, panel_w * cols)
+    return rows, cols, (width, panel_h * rows)
+
+
 def plot_topk_curves(curves: pd.DataFrame, table: pd.DataFrame, labels: Mapping[str, str] | None = None,
-                     titles: Mapping[tuple[str, str], str] | None = None):
-    """Top-k accuracy against k (log axis), one panel per test set / subset, CIs as error bars at the reported k."""
+                     titles: Mapping[tuple[str, str], str] | None = None, marked: Sequence[str] = ()):
+    """Top-k accuracy against k (log axis), one panel per test set / subset (at most three across), CIs as error
+    bars at the reported k. ``marked``: the paper's systems, drawn thick and labelled "(paper)"; the legend sits
+    below the panels, one distinct colour per system."""
     labels, titles = labels or {}, titles or {}
     panels = _panels(curves)
-    cols = min(3, len(panels))
-    rows = int(np.ceil(len(panels) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False, sharey=True)
+    systems = list(dict.fromkeys(curves.system))
+    colors = system_colors(systems)
+    rows, cols, size = _grid(len(panels), 4.3, 3.2)
+    fig, axes = plt.subplots(rows, cols, figsize=size, squeeze=False, sharey=True)
     for ax, (dataset, subset) in zip(axes.flat, panels):
-        for i, system in enumerate(dict.fromkeys(curves.system)):
-            color = f"C{i}"
+        for system in systems:
+            thick = system in marked
             c = curves[(curves.system == system) & (curves.dataset == dataset) & (curves.subset == subset)]
-            ax.plot(c.k, 100 * c.accuracy, color=color, label=labels.get(system, system))
+            ax.plot(c.k, 100 * c.accuracy, color=colors[system], label=_label(system, labels, marked),
+                    linewidth=2.4 if thick else 1.0, zorder=3 if thick else 2)
             t = table[(table.system == system) & (table.dataset == dataset) & (table.subset == subset)]
             err = np.vstack([100 * (t.accuracy - t.ci_low), 100 * (t.ci_high - t.accuracy)])
-            ax.errorbar(t.k, 100 * t.accuracy, yerr=err, fmt="o", color=color, markersize=3, capsize=2)
+            ax.errorbar(t.k, 100 * t.accuracy, yerr=err, fmt="o", color=colors[system], markersize=3, capsize=2)
         n = int(table[(table.dataset == dataset) & (table.subset == subset)].n.iloc[0])
         ax.set_title(f"{titles.get((dataset, subset), f'{dataset} {subset}')} (n={n})", fontsize=10)
         ax.set_xscale("log")
@@ -39,31 +73,40 @@ def plot_topk_curves(curves: pd.DataFrame, table: pd.DataFrame, labels: Mapping[
         ax.set_ylabel("top-k accuracy (%)")
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
-    axes.flat[0].legend(loc="lower right", fontsize=8)
+    handles, names = axes.flat[0].get_legend_handles_labels()
     fig.tight_layout()
+    fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(4, len(systems)),
+               fontsize=8, frameon=False)
     return fig
 
 
 def plot_accuracy_bars(table: pd.DataFrame, k: int, labels: Mapping[str, str] | None = None,
-                       titles: Mapping[tuple[str, str], str] | None = None):
-    """Grouped bars of Top-k accuracy per test set / subset, one bar per system, 95% CI whiskers."""
+                       titles: Mapping[tuple[str, str], str] | None = None, marked: Sequence[str] = ()):
+    """Top-k accuracy with 95% CI whiskers: one panel per test set / subset (at most three across), one horizontal
+    bar per system (a grouped vertical chart grew with panels x systems, 9,860 px for mini). ``marked``: the
+    paper's systems, outlined and labelled "(paper)"."""
     labels, titles = labels or {}, titles or {}
     sel = table[table.k == k]
     panels = _panels(sel)
     systems = list(dict.fromkeys(sel.system))
-    width = 0.8 / max(1, len(systems))
-    fig, ax = plt.subplots(figsize=(1.2 + 1.3 * len(panels) * max(1, len(systems)) * 0.6, 3.6))
-    x = np.arange(len(panels))
-    for i, system in enumerate(systems):
-        rows = [sel[(sel.system == system) & (sel.dataset == d) & (sel.subset == s)].iloc[0] for d, s in panels]
-        acc = np.array([100 * r.accuracy for r in rows])
-        err = np.array([[100 * (r.accuracy - r.ci_low) for r in rows], [100 * (r.ci_high - r.accuracy) for r in rows]])
-        ax.bar(x + (i - (len(systems) - 1) / 2) * width, acc, width, yerr=err, capsize=2,
-               label=labels.get(system, system), color=f"C{i}")
-    ax.set_xticks(x, [titles.get(p, f"{p[0]} {p[1]}") for p in panels], rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel(f"Top-{k} accuracy (%)")
-    ax.legend(fontsize=8)
-    ax.grid(axis="y", alpha=0.3)
+    colors = system_colors(systems)
+    rows, cols, size = _grid(len(panels), 4.3, 0.6 + 0.24 * max(1, len(systems)))
+    fig, axes = plt.subplots(rows, cols, figsize=size, squeeze=False, sharey=True)
+    y = np.arange(len(systems))[::-1]
+    for ax, (dataset, subset) in zip(axes.flat, panels):
+        part = sel[(sel.dataset == dataset) & (sel.subset == subset)].set_index("system").reindex(systems)
+        acc = 100 * part.accuracy.to_numpy()
+        err = np.vstack([100 * (part.accuracy - part.ci_low), 100 * (part.ci_high - part.accuracy)])
+        ax.barh(y, acc, xerr=err, capsize=2, color=[colors[s] for s in systems],
+                edgecolor=["black" if s in marked else "none" for s in systems], linewidth=1.2)
+        ax.set_title(titles.get((dataset, subset), f"{dataset} {subset}"), fontsize=10)
+        ax.set_xlim(0, 100)
+        ax.set_xlabel(f"Top-{k} accuracy (%)")
+        ax.grid(axis="x", alpha=0.3)
+    for ax in axes[:, 0]:
+        ax.set_yticks(y, [_label(s, labels, marked) for s in systems], fontsize=8)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
     fig.tight_layout()
     return fig
 
@@ -143,7 +186,8 @@ def plot_entity_position(tables: Mapping[str, pd.DataFrame], bins: int = 10, n_b
     """Entity attention against relative position in the passage (binned means, 95% bootstrap CIs), one panel per
     encoder (``tables``: label -> entity table with ``relative_position``, ``attention``, optional ``eligible``)."""
     edges = np.linspace(0.0, 1.0, bins + 1)
-    fig, axes = plt.subplots(1, len(tables), figsize=(4.4 * len(tables), 3.4), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(tables), figsize=(min(MAX_WIDTH_IN, 4.4 * len(tables)), 3.4), squeeze=False,
+                             sharey=True)
     for i, (ax, (label, frame)) in enumerate(zip(axes.flat, tables.items())):
         if "eligible" in frame:
             frame = frame[frame.eligible.astype(bool)]
@@ -188,7 +232,7 @@ def plot_entropy_violins(entropies: Mapping[str, Sequence[float]], paper: Mappin
     marked; ``paper`` (label -> value) adds the paper's means as crosses (its BERT-base model, other passages)."""
     values = {k: np.asarray(v, dtype=float)[np.isfinite(np.asarray(v, dtype=float))] for k, v in entropies.items()}
     labels = [k for k, v in values.items() if v.size]
-    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * max(1, len(labels)), 3.6))
+    fig, ax = plt.subplots(figsize=(min(MAX_WIDTH_IN, 1.6 + 1.4 * max(1, len(labels))), 3.6))
     if labels:
         parts = ax.violinplot([values[k] for k in labels], showmeans=True, showextrema=False)
         for i, body in enumerate(parts["bodies"]):
@@ -251,7 +295,7 @@ def plot_probe_scores(probe: pd.DataFrame, labels: Mapping[str, str] | None = No
     ``probe``: ``ecqg.analysis.encoder_comparison.probe_summary`` output.
     """
     labels = labels or {}
-    fig, ax = plt.subplots(figsize=(1.8 + 1.8 * max(1, len(probe)), 3.6))
+    fig, ax = plt.subplots(figsize=(min(MAX_WIDTH_IN, 1.8 + 1.8 * max(1, len(probe))), 3.6))
     x, width = np.arange(len(probe)), 0.38
     for i, role in enumerate(("highest", "lowest")):
         ax.bar(x + (i - 0.5) * width, probe[role], width, color=f"C{i}", label=f"{role}-attended entity",
@@ -281,7 +325,7 @@ def plot_slice_accuracy(table: pd.DataFrame, slices: Sequence[str], ks: Sequence
     """
     labels = labels or {}
     slices = [s for s in slices if s in set(table.subset)]
-    fig, axes = plt.subplots(1, len(ks), figsize=(4.4 * len(ks), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(ks), figsize=(min(MAX_WIDTH_IN, 4.4 * len(ks)), 3.6), squeeze=False)
     x = np.arange(len(slices))
     systems = list(dict.fromkeys(table.system))
     for ax, k in zip(axes[0], ks):
@@ -310,7 +354,7 @@ def plot_moved_sentence(summary: pd.DataFrame, labels: Mapping[str, str] | None 
     """
     labels = labels or {}
     rows = summary[summary.kind == "system"]
-    fig, ax = plt.subplots(figsize=(1.8 + 1.3 * max(1, len(rows)), 3.6))
+    fig, ax = plt.subplots(figsize=(min(MAX_WIDTH_IN, 1.8 + 1.3 * max(1, len(rows))), 3.6))
     x = np.arange(len(rows))
     ax.bar(x, rows.gap, 0.6, yerr=ci_error_bars(rows, "gap", "ci_low", "ci_high"), capsize=3,
            color=[f"C{i}" for i in range(len(rows))])

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ecqg.analysis.plots import ci_error_bars
+from ecqg.analysis.plots import MAX_WIDTH_IN, ci_error_bars
 
 SEED_PANELS = (("attention", "later_sentence_share", "later-sentence share, A - B (points)"),
                ("attention", "entropy", "attention entropy, A - B (nats)"),
@@ -34,8 +34,9 @@ def plot_seed_differences(rows: pd.DataFrame, labels: Mapping[str, str] | None =
 
     panels = [p for p in SEED_PANELS if ((rows.kind == p[0]) & (rows.measure == p[1])).any()]
     seeds = sorted(rows.seed.unique())
-    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(4.6 * max(len(panels), 1), 0.9 + 0.55 * max(
-        1, rows.name.nunique() if len(rows) else 1)), squeeze=False)
+    height = 0.9 + 0.55 * max(1, rows.name.nunique() if len(rows) else 1)
+    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(min(MAX_WIDTH_IN, 4.6 * max(len(panels), 1)), height),
+                             squeeze=False)
     for ax, (kind, measure, title) in zip(axes[0], panels):
         part = rows[(rows.kind == kind) & (rows.measure == measure)]
         names = list(dict.fromkeys(part.name))

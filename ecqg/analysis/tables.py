@@ -118,6 +118,31 @@ def paired_table(
     return pd.DataFrame(rows)
 
 
+def paired_summary(diffs: pd.DataFrame, labels: Mapping[str, str] | None = None,
+                   columns: Sequence[str] = ("dataset", "subset"), titles: Mapping[tuple, str] | None = None,
+                   alpha: float = 0.05) -> pd.DataFrame:
+    """Question-level paired differences folded to one line per comparison and k, one column per test set /
+    subset: ``+1.2*`` is A - B in points, ``*`` where its own bootstrap p is below ``alpha`` (uncorrected:
+    exploratory); ``titles`` names a column's panel by its ``columns`` values. A notebook shows this and the long
+    table behind it (:func:`full_table_html`): the 780-row long table alone was cut by pandas to ten rows."""
+    labels, titles = labels or {}, titles or {}
+    if not len(diffs):
+        return pd.DataFrame()
+    frame = diffs.assign(
+        comparison=[f"{labels.get(a, a)} - {labels.get(b, b)}" for a, b in zip(diffs.system_a, diffs.system_b)],
+        cell=[f"{100 * d:+.1f}" + ("*" if p < alpha else "") for d, p in zip(diffs.difference, diffs.p_value)],
+        panel=[titles.get(key, " ".join(str(x) for x in key if x not in ("", None)))
+               for key in zip(*(diffs[c] for c in columns))])
+    order = list(dict.fromkeys(frame.comparison))
+    table = frame.pivot_table(index=["comparison", "k"], columns="panel", values="cell", aggfunc="first", sort=False)
+    return table.reindex(order, level=0).reindex(columns=list(dict.fromkeys(frame.panel)))
+
+
+def full_table_html(frame: pd.DataFrame, summary: str) -> str:
+    """Every row of a long table in a collapsed HTML block (``summary`` is its one-line title): nothing cut."""
+    return f"<details><summary>{summary} ({len(frame):,} rows)</summary>{frame.to_html(index=False)}</details>"
+
+
 def table_records(table: pd.DataFrame) -> list[dict]:
     """JSON-ready rows (plain Python scalars; NaN becomes None) for metrics files."""
     records = table.astype(object).where(table.notna(), None).to_dict(orient="records")

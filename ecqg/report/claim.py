@@ -235,6 +235,7 @@ class Claim:
     get: Getter
     direction: float | None = None
     premise: bool = False
+    notebook: str = "06"        # the notebook that measures it (and shows its row): 01, 06 or 07
 
     @property
     def sign(self) -> float:
@@ -249,14 +250,14 @@ _PAIRS = (("dpr_uncon", "dpr_baseline", "UnCon-DPR - DPR"), ("dpr_mixed", "dpr_u
 CLAIMS: tuple[Claim, ...] = (
     Claim("premise, position bias, DPR: highest-attended entity in the first half, % of passages - 50 > 0",
           _paper_share_over_half("highest_first_half"), "points", _position_bias("dpr_baseline", "highest_first_half"),
-          premise=True),
+          premise=True, notebook="01"),
     Claim("premise, position bias, DPR: lowest-attended entity in the second half, % of passages - 50 > 0",
           _paper_share_over_half("lowest_second_half"), "points", _position_bias("dpr_baseline", "lowest_second_half"),
-          premise=True),
+          premise=True, notebook="01"),
     Claim("premise, Table 1 probe, DPR: highest- minus lowest-attended entity's questions > 0",
           round(_PROBE["highest"] - _PROBE["lowest"], 2), "score", _probe("dpr_baseline"), premise=True),
     Claim("premise, DPR Top-5: questions on its least- minus most-attended answer entity < 0", None, "points",
-          _retrieval_premise("dpr_baseline", 5), direction=-1.0, premise=True),
+          _retrieval_premise("dpr_baseline", 5), direction=-1.0, premise=True, notebook="07"),
     *(Claim(f"Table 3, NQ Top-{k}: {name} > 0", _paper_table3(a, b, k), "points", _table3(a, b, k))
       for k in (1, 5) for a, b, name in _PAIRS),
     Claim("attention entropy: Mixed-DPR - DPR > 0", _paper_entropy("dpr_mixed", "dpr_baseline"), "nats",
@@ -271,9 +272,9 @@ CLAIMS: tuple[Claim, ...] = (
           PAPER["later_sentence_share_diff"]["dpr_mixed_minus_dpr_uncon"], "points",
           _attention("dpr_mixed_minus_dpr_uncon", "later_sentence_share", 2)),
     Claim("mechanism: moved-sentence gap (front - end score), Mixed-DPR - DPR, toward 0", None, "score",
-          _moved_sentence("dpr_mixed", "dpr_baseline")),
+          _moved_sentence("dpr_mixed", "dpr_baseline"), notebook="07"),
     Claim("mechanism: Mixed-DPR - DPR, Top-5 on the least-attended answer entity's questions > 0", None, "points",
-          _entity_split("dpr_mixed", "dpr_baseline", "least attended", 5)),
+          _entity_split("dpr_mixed", "dpr_baseline", "least attended", 5), notebook="07"),
 )
 
 
@@ -351,6 +352,6 @@ def claim_rows(metrics: Mapping) -> list[dict]:
         if ours is None:
             continue
         rows.append({"claim": claim.text + ours.get("detail", ""), "detail": ours.get("detail", ""),
-                     "paper": claim.paper, "unit": claim.unit, "premise": claim.premise,
+                     "paper": claim.paper, "unit": claim.unit, "premise": claim.premise, "notebook": claim.notebook,
                      "direction": ours.get("direction", claim.sign), **ours})
     return with_verdicts(rows)

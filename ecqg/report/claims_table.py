@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ecqg.analysis.stats import ALPHA, ONE_RUN, POWER
+import pandas as pd
+
+from ecqg.analysis.stats import ALPHA, ONE_RUN, POWER, verdict
 from ecqg.report.claim import CLAIMS_FAMILY, claim_rows
 from ecqg.report.markdown import interval_text, md_table, num, pval
 from ecqg.report.questions import what_varies
@@ -145,3 +147,28 @@ def render_claim(metrics: Mapping, heading: bool = True, rows: list[dict] | None
                         "verdict"], table,
                        ["l", "r", "r", "l", "r", "r", "r", "r", "r", "r", "r", "l"])
             + fragile_note(rows))
+
+
+def claims_frame(rows: list[dict], notebook: str | None = None, family: bool = True) -> pd.DataFrame:
+    """The claims rows as a notebook shows them, one line each, from the rows the page prints (:func:`claim_rows`):
+    ``notebook`` keeps the rows that notebook measures; ``family=False`` shows each row tested alone (its own p and
+    verdict, no Holm) for a notebook that runs before the family's other rows exist."""
+    out = []
+    for r in rows:
+        if notebook is not None and r.get("notebook") != notebook:
+            continue
+        d, interval = r["digits"], r["runs"]
+        over_runs = interval_text(r["diff"], r["low"], r["high"], d, r["unit"]) if interval is not None else "–"
+        if family:
+            p, decided = r["p_holm"], verdict_text(r)
+        else:
+            p = interval.p if interval is not None else None
+            decided = (verdict(interval, p, r["direction"], r.get("overshoot", False)) if interval is not None
+                       else r["verdict"])
+        questions = interval_text(r["q_diff"], r.get("q_low"), r.get("q_high"), d, "").rstrip()
+        out.append({"the paper's claim": r["claim"], "paper": paper_text(r), "runs": runs_text(r),
+                    "here [95% CI over runs]": over_runs,
+                    ("p (Holm)" if family else "p (alone)"): pval(p) if p is not None else "–",
+                    "power at paper's": power_text(r), "over questions only [95% CI]": questions,
+                    "verdict": decided})
+    return pd.DataFrame(out)

@@ -321,8 +321,12 @@ def analysis_stages(params: Mapping) -> list[Stage]:
                                                                     for name in EVIDENCE_06)],
                         ["table3.json", "encoder_comparison.json", "poly_codes.json", "finetune_curve.json"],
                         "Table 3 over every replicate, the dense models' attention, the Table 1 probe")
+    # 07 closes with the whole claims table (the page's), so it reads what 01 and 06 wrote and runs after them
+    claims_inputs = [f"results/{PROFILE}/{name}" for name in ("table3.json", "encoder_comparison.json",
+                                                              "attention_bias.json", "mixing.json", "filtering.json",
+                                                              *EVIDENCE_06)]
     mechanism = _notebook("07", "mechanism", [str(paths.RUNS), str(paths.MODELS), str(paths.QUESTIONS),
-                                              str(paths.CORPUS)],
+                                              str(paths.CORPUS), *claims_inputs],
                           ["seed", "evaluation", "retrieval.depth", "dpr.seeds", "dpr.related_seeds",
                            "dpr.variants", "hybrid.variants", "mixing.doses", "dpr.model", "dpr.base_model",
                            "dpr.passage_max_length", "dpr.encode", "attention.batch_size"],
