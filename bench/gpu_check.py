@@ -88,6 +88,7 @@ from bench_train import load_passages, make_records  # noqa: E402
 
 from ecqg.core import config, device  # noqa: E402
 from ecqg.runtime.models import BUNDLED_ENCODER, inference, resolve_model  # noqa: E402
+from ecqg.tooling.rate_code import code_digests  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_PASSAGES = 21_015_324
@@ -756,7 +757,7 @@ def main() -> int:
     figures: dict = {"date": datetime.date.today().isoformat(), "device": device.describe(), "size": args.size,
                      "host": f"{platform.machine()} {platform.processor()}", "torch": torch.__version__,
                      "passages": args.passages, "peak_tflops": peak, "processes": args.processes,
-                     "tokenizer": args.tokenizer, "fallbacks": fallbacks,
+                     "tokenizer": args.tokenizer, "fallbacks": fallbacks, "code": code_digests(),
                      "sections": {"setup": {"status": "pending"}}}
     print(f"# {json.dumps({k: figures[k] for k in ('date', 'device', 'size', 'host', 'torch', 'processes')})}",
           flush=True)

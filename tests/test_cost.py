@@ -161,3 +161,21 @@ def test_write_doc_replaces_only_the_block(tmp_path):
     cost.write_doc("new\n", doc)
     assert doc.read_text(encoding="utf-8") == f"before\n{cost.START}\nnew\n{cost.END}\nafter\n"
     assert cost.doc_block(doc) == "new\n"
+
+
+def test_a_rate_says_whether_the_code_it_timed_is_today_s(tmp_path):
+    """bench/gpu_check.py records a digest of the code each rate timed; the cost model calls a rate current only when
+    every file it is read from recorded today's digest (issue 66: the rates of 27 Nov timed an older trainer)."""
+    from ecqg.tooling.rate_code import CHANGED, CURRENT, NOT_RECORDED, code_digests, code_status
+
+    for folder in ("ecqg/retrieval", "ecqg/runtime"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "loop.py").write_text("x = 1\n")
+    today = code_digests(tmp_path)
+    assert code_status("finetune", [{"code": today}, {"code": today}], tmp_path) == CURRENT
+    assert code_status("finetune", [{"code": today}, {}], tmp_path) == NOT_RECORDED
+    (tmp_path / "ecqg/retrieval/loop.py").write_text("x = 2\n")
+    assert code_digests(tmp_path)["finetune"] != today["finetune"]
+    assert code_status("finetune", [{"code": today}], tmp_path) == CHANGED
+    block = cost.doc_block()
+    assert "**Code of the rates**" in block and "code not recorded" in block      # the committed files of 27 Nov

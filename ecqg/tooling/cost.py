@@ -34,6 +34,7 @@ import yaml
 from ecqg.core import cli, config, variants
 from ecqg.qg.generators import is_rule_based
 from ecqg.tooling.dvc_stages import declared_paths, expanded_stages
+from ecqg.tooling.rate_code import CURRENT, TIMED_CODE, code_status
 from ecqg.tooling.scale_projection import PAPER_PASSAGES, host_hours
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,6 +107,7 @@ class Rate:
     field: str
     factor: float = 1.0
     date: str = ""
+    code: str = ""                     # ecqg.tooling.rate_code: current, code changed since, code not recorded
 
     @property
     def corrected(self) -> tuple[float, float]:
@@ -232,7 +234,8 @@ def rates(params: Mapping, sizes: Sizes) -> tuple[dict[str, Rate], list[str]]:
 
     def span(key, values, where, factor=1.0):
         dates = sorted({str(r.get("date", "")) for r in read[key]})
-        return Rate(key, min(values), max(values), files[key], where, factor, ", ".join(dates))
+        return Rate(key, min(values), max(values), files[key], where, factor, ", ".join(dates),
+                    code_status(key, read[key]))
 
     chunk = json.dumps(dpr["finetune"]["grad_cache_chunk_size"])
     out = {"encoding": span("encoding", [r["encoding"]["steady_passages_per_s"] for r in read["encoding"]],
@@ -626,6 +629,24 @@ def mfu(model: Model) -> str:
             f"per example, padding and GradCache's second forward not counted: {'; '.join(parts)}.")
 
 
+def rate_code_note(model: Model) -> str:
+    """Per measured rate, whether the code it timed is today's (``ecqg.tooling.rate_code``), and the share of the
+    DAG's GPU-hours priced from rates that are not."""
+    measured = [r for r in model.rates.values() if r.key not in ESTIMATED]
+    hours = {key: 0.0 for key in model.rates}
+    for works in model.works.values():
+        for work in works:
+            hours[ROWS[work.row]] += sum(model.hours(work)) / 2
+    total = sum(hours.values())
+    old = sum(hours[r.key] for r in measured if r.code != CURRENT)
+    cells = "; ".join(f"{r.key} ({r.date}): {r.code}" for r in measured)
+    folders = ", ".join(f"`{f}`" for f in sorted({f for group in TIMED_CODE.values() for f in group}))
+    share = (f" Rates not of today's code price {old:.0f} of the DAG's {total:.0f} GPU-hours (mid-range, "
+             f"{100 * old / total:.1f}%): rerun `bench/gpu_check.py` on a GPU to reprice them." if total and old else "")
+    return (f"**Code of the rates**: each measured rate against a digest of the code it timed ({folders}; "
+            f"`bench/gpu_check.py` records it since 5 Dec 2026): {cells}.{share}")
+
+
 def render(model: Model, gpus: Sequence[int]) -> str:
     """The markdown block: the DAG's table, the three systems' table, counts, sources, corrections, what is left
     out, MFU."""
@@ -667,6 +688,7 @@ def render(model: Model, gpus: Sequence[int]) -> str:
     lines += [f"- {c}" for c in counts(model)]
     lines += ["", "**Rates** read: " + "; ".join(f"{', '.join(fields)} from {' and '.join(f'`{f}`' for f in files)}"
                                                  for files, fields in sources.items()) + ".", "",
+              rate_code_note(model), "",
               "**Corrections** to the benchmark's conditions:", ""]
     lines += [f"- {note}" for note in model.corrections]
     lines += ["", "**Left out** of the totals, neither measured nor estimated, so the totals are lower bounds:", ""]
