@@ -53,6 +53,7 @@ $(STAMP): requirements/base.txt requirements/faiss-$(FAISS).txt requirements/con
 repro: $(STAMP)
 	$(PY) -m ecqg.core.config check
 	$(PY) -m ecqg.core.config inputs
+	$(PY) -m ecqg.tooling.hub_models check  # hub models cached when the hub is off, at their pinned revision
 	$(PY) -m ecqg.tooling.dag write $(if $(FORCE),--force,)
 	$(PY) -m ecqg.tooling.dag untracked      # a stray file in a code folder would enter dvc.lock's hashes
 	$(PY) -m ecqg.tooling.dag prune-lock     # before: the report stage lists what dvc.lock holds

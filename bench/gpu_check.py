@@ -369,7 +369,7 @@ def _reset_peak():
 def _encoder_params(s: dict) -> int:
     """Non-embedding parameters of one bert-base-shaped encoder (its layers, no embeddings, whose lookup is no
     matmul, and no pooler, which DPR's [CLS] vector skips): the N of 6 N per token (85.1M for bert-base, as
-    ``ecqg.tooling.cost.BERT_BASE_PARAMS``)."""
+    ``ecqg.tooling.cost_model.BERT_BASE_PARAMS``)."""
     from transformers import BertModel
 
     with torch.device("meta"):

@@ -8,16 +8,16 @@ import shutil
 import pytest
 
 from ecqg.core import variants
-from ecqg.tooling import cost
+from ecqg.tooling import cost, cost_model
 
 
 @pytest.fixture(scope="module")
 def model():
-    return cost.build("paper")
+    return cost_model.build("paper")
 
 
 def _result(name: str) -> dict:
-    return json.loads((cost.RESULTS / name).read_text(encoding="utf-8"))
+    return json.loads((cost_model.RESULTS / name).read_text(encoding="utf-8"))
 
 
 def test_a_stage_costs_rate_times_count(model):
@@ -33,13 +33,13 @@ def test_a_stage_costs_rate_times_count(model):
     assert model.stage_hours(variants.stage_name("finetune", "baseline", 2022)) == pytest.approx(hand)
 
     encoding = _result(encoding_file)["encoding"]["steady_passages_per_s"] * scale
-    (work,) = [w for w in model.works["retrieve_untrained"] if w.row == cost.ENC]
+    (work,) = [w for w in model.works["retrieve_untrained"] if w.row == cost_model.ENC]
     assert model.hours(work) == pytest.approx((21_015_324 / encoding / 3600,) * 2)
 
 
 def test_rates_come_from_the_newest_device_measurement(model, tmp_path, monkeypatch):
     """A newer device check reprices what it measured and nothing else; a superseded file is never read."""
-    for path in cost.RESULTS.glob("*.json"):
+    for path in cost_model.RESULTS.glob("*.json"):
         shutil.copy(path, tmp_path)
     newer = _result(model.rates["finetune"].files[0])
     newer["date"] = "2099-01-01"
@@ -47,13 +47,13 @@ def test_rates_come_from_the_newest_device_measurement(model, tmp_path, monkeypa
     for key in ("pretrain", "sampling", "reader", "encoding"):
         newer["sections"] = {**newer.get("sections", {}), key: {"status": "skipped: not in --sections"}}
     (tmp_path / "gpu_check_h200_2099-01-01.json").write_text(json.dumps(newer), encoding="utf-8")
-    monkeypatch.setattr(cost, "RESULTS", tmp_path)
-    again = cost.build("paper")
+    monkeypatch.setattr(cost_model, "RESULTS", tmp_path)
+    again = cost_model.build("paper")
     assert again.rates["finetune"].files == ("gpu_check_h200_2099-01-01.json",)
     assert again.rates["finetune"].low == again.rates["finetune"].high == 1000.0
     for key in ("pretrain", "sampling", "reader", "encoding"):
         assert again.rates[key] == model.rates[key], key
-    assert not set(cost.SUPERSEDED) & {f for r in model.rates.values() for f in r.files}
+    assert not set(cost_model.SUPERSEDED) & {f for r in model.rates.values() for f in r.files}
 
 
 def test_sampling_is_priced_at_the_profiles_new_tokens(model):
@@ -67,18 +67,18 @@ def test_unmeasured_gpu_work_is_estimated_from_flops_and_the_host_side_is_in_the
     share of the peak, marked *estimated*; the CPU stages' projected hours add to every wall column, not to the
     GPU-hours."""
     attention = model.rates["attention"]
-    assert attention.low == pytest.approx(cost.ESTIMATE_MFU * 989e12 / (2 * cost.BERT_BASE_PARAMS * 142.5))
-    assert {w.row for w in model.works["attention_bias"]} == {cost.ATTN}
-    assert {w.label for w in model.works["question_generation"] if w.row == cost.GEN} == {"UnCon", "Con"}
-    assert any(w.row == cost.FAISS for w in model.works["retrieve_untrained"])
+    assert attention.low == pytest.approx(cost_model.ESTIMATE_MFU * 989e12 / (2 * cost_model.BERT_BASE_PARAMS * 142.5))
+    assert {w.row for w in model.works["attention_bias"]} == {cost_model.ATTN}
+    assert {w.label for w in model.works["question_generation"] if w.row == cost_model.GEN} == {"UnCon", "Con"}
+    assert any(w.row == cost_model.FAISS for w in model.works["retrieve_untrained"])
     assert 1.0 < model.host_hours < 20.0
     text = cost.table(model, list(model.dag), [1, 8])
     assert "| *estimated*: FAISS index (retrieve_*) |" in text and "| CPU stages (host side, 16 cores) |" in text
     total = text.strip().splitlines()[-1]
     works = [w for ws in model.works.values() for w in ws]
-    gpu_hours = cost._sum(model.hours(w) for w in works)
+    gpu_hours = cost_model._sum(model.hours(w) for w in works)
     assert f"**{cost._span(*gpu_hours)}**" in total
-    wall8 = cost._sum(model.wall(w, 8) for w in works)
+    wall8 = cost_model._sum(model.wall(w, 8) for w in works)
     assert f"**{cost._span(wall8[0] + model.host_hours, wall8[1] + model.host_hours)}**" in total
 
 
@@ -103,7 +103,7 @@ def test_gpus_divide_the_wall_time(model):
 
 
 def test_the_three_system_preset_is_priced_as_its_own_dag(model):
-    three = cost.three_systems(model)
+    three = cost_model.three_systems(model)
     assert three.profile == "paper_three" and three.sizes == model.sizes
     assert set(three.dag) < set(model.dag)
     needed = {variants.stage_name(phase, v, s) for v in ("baseline", "uncon", "mixed")
@@ -112,42 +112,42 @@ def test_the_three_system_preset_is_priced_as_its_own_dag(model):
                "mixing", "results"}
     assert needed <= set(three.dag)
     assert not {"tempqg", "pseudo_queries", "pretrain_poly_mixed@2022"} & set(three.dag)
-    whole = cost._sum(model.stage_hours(n) for n in model.dag)
-    assert cost._sum(three.stage_hours(n) for n in three.dag)[1] < whole[0]
+    whole = cost_model._sum(model.stage_hours(n) for n in model.dag)
+    assert cost_model._sum(three.stage_hours(n) for n in three.dag)[1] < whole[0]
     assert "make profile P=paper_three" in cost.render(model, [1, 8])
-    assert cost.three_systems(cost.build("paper_three")) is None
+    assert cost_model.three_systems(cost_model.build("paper_three")) is None
 
 
 def test_the_training_goal_what_if_reprices_training_only(model):
     """At 25% MFU a bert-base example of the profile's tokens costs 6 x 85.1M (the non-embedding parameters) x
     tokens FLOPs; the other rows keep their rates; the sentence names a DAG above its goal only when its hours are;
     the 40% what-if is printed too."""
-    assert cost.BERT_BASE_PARAMS == 85_054_464          # 12 layers x 7,087,872 (bert-base's 110M less embeddings)
-    what = cost.at_training_goal(model)
-    tokens = cost.example_tokens(model, "pretrain")
+    assert cost_model.BERT_BASE_PARAMS == 85_054_464          # 12 layers x 7,087,872 (bert-base's 110M less embeddings)
+    what = cost_model.at_training_goal(model)
+    tokens = cost_model.example_tokens(model, "pretrain")
     assert what.rates["pretrain"].corrected == pytest.approx((0.25 * 989e12 / (6 * 85_054_464 * tokens),) * 2)
-    at40 = cost.at_training_goal(model, 0.40)
+    at40 = cost_model.at_training_goal(model, 0.40)
     assert at40.rates["pretrain"].low == pytest.approx(what.rates["pretrain"].low * 0.40 / 0.25)
     assert "**Training at 40% MFU**" in cost.render(model, [1, 8])
     assert what.rates["encoding"] == model.rates["encoding"] and what.rates["sampling"] == model.rates["sampling"]
     faster = what.stage_hours("pretrain_uncon@2022")[1]
     assert faster < model.stage_hours("pretrain_uncon@2022")[0]
-    hours = cost._sum(what.hours(w) for n in what.dag for w in what.works[n])
+    hours = cost_model._sum(what.hours(w) for n in what.dag for w in what.works[n])
     assert ("Still above the GPU-hour goal: `paper`" in cost.goal_check(model)) == (hours[1] > 60)
 
 
 def test_a_missing_rate_file_is_named(model, tmp_path, monkeypatch, capsys):
-    shutil.copy(cost.RESULTS / model.rates["encoding"].files[0], tmp_path)
-    monkeypatch.setattr(cost, "RESULTS", tmp_path)
+    shutil.copy(cost_model.RESULTS / model.rates["encoding"].files[0], tmp_path)
+    monkeypatch.setattr(cost_model, "RESULTS", tmp_path)
     with pytest.raises(FileNotFoundError, match=r"no device measurement of `finetune`.*gpu_check_\*\.json"):
-        cost.build("paper")
+        cost_model.build("paper")
     assert cost.main(["--profile", "paper"]) == 2
     assert "bench/gpu_check.py --out bench/results/gpu_check_" in capsys.readouterr().err
 
 
 def test_an_uncosted_stage_is_an_error(model):
     with pytest.raises(ValueError, match="no cost rule"):
-        cost.stage_work("new_gpu_stage", {"cmd": "python -m ecqg.stages.new"}, model.params, model.sizes)
+        cost_model.stage_work("new_gpu_stage", {"cmd": "python -m ecqg.stages.new"}, model.params, model.sizes)
 
 
 def test_the_doc_table_is_generated(model):

@@ -10,7 +10,6 @@ flowchart for the profile of ``params.yaml``, ``--write`` rewrites it in ``docs/
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -19,7 +18,7 @@ from pathlib import Path
 import networkx as nx
 import yaml
 
-from ecqg.core import config
+from ecqg.core import cli, config
 from ecqg.tooling.dvc_stages import declared_paths, expanded_stages
 
 DOC = Path("docs/pipeline.md")
@@ -96,7 +95,7 @@ def with_view(doc_text: str, block: str, doc: Path = DOC) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = cli.parser("ecqg.tooling.dag_view", __doc__)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help=f"rewrite the flowchart in {DOC}")
     mode.add_argument("--check", action="store_true", help=f"exit 1 if {DOC}'s flowchart is stale")

@@ -1,6 +1,6 @@
 """The CPU stages at the paper's corpus size, projected from the scale rehearsal's measurements
 (``bench/scale_rehearsal.py`` writes ``bench/results/scale_rehearsal.json``): the benchmark prints the table and the
-cost model (:mod:`ecqg.tooling.cost`) adds the projected host hours to the wall figure, from this one definition."""
+cost model (:mod:`ecqg.tooling.cost_model`) adds the projected host hours to the wall figure, from this one definition."""
 
 from __future__ import annotations
 

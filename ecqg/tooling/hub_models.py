@@ -1,0 +1,155 @@
+"""The Hugging Face hub models a profile names, checked before a run and pinned to the revision first used:
+``python -m ecqg.tooling.hub_models check`` (``make repro`` runs it) and ``fetch`` (on a machine with internet).
+
+Why: ``params/paper.yaml`` names ``bert-base-uncased``, ``facebook/bart-large`` and ``deepset/roberta-base-squad2`` by
+hub id, and a hub id is not a version: the weights behind ``main`` can change, neither DVC nor a reader could see
+which a run used, and a node without internet found out at its first ``from_pretrained``, hours into ``dvc repro``.
+Here every model reference of :data:`MODEL_KEYS` that is a hub id (not ``bundled:...``, not a directory) must be in
+the local cache (``HF_HOME`` / ``HF_HUB_CACHE``) when the hub is off (``HF_HUB_OFFLINE=1``, the Makefile's default);
+the snapshot ``main`` resolves to is recorded in ``downloads/HUB_REVISIONS`` the first time (like
+``downloads/SHA256SUMS`` for the input files, :mod:`ecqg.tooling.inputs`) and every later check refuses a cache whose
+``main`` moved. Commit or share that file so every node loads the same weights; ``fetch`` downloads the pinned
+revision (or ``main`` the first time) into the cache.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ecqg.core import cli, config
+from ecqg.tooling.dvc_stages import param
+
+MODEL_KEYS = ("dpr.base_model", "qg.model", "mrc.model")
+PINS = Path("downloads") / "HUB_REVISIONS"
+
+
+def hub_models(params: Mapping) -> dict[str, str]:
+    """``params key -> hub id`` for the model references that name the hub."""
+    out = {}
+    for key in MODEL_KEYS:
+        try:
+            ref = param(params, key)
+        except KeyError:
+            continue
+        if isinstance(ref, str) and not ref.startswith("bundled:") and not os.path.isdir(ref):
+            out[key] = ref
+    return out
+
+
+def read_pins(path: Path = PINS) -> dict[str, str]:
+    pins = {}
+    if path.is_file():
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.strip() and not line.startswith("#"):
+                parts = line.split()
+                if len(parts) != 2:
+                    raise ValueError(f"{path}, line {number}: expected '<hub id> <revision>', got {line!r}")
+                pins[parts[0]] = parts[1]
+    return pins
+
+
+def write_pins(pins: Mapping[str, str], path: Path = PINS) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["# hub id and the revision (commit) first used; python -m ecqg.tooling.hub_models checks every run"]
+    path.write_text("\n".join(lines + [f"{ref} {rev}" for ref, rev in sorted(pins.items())]) + "\n", encoding="utf-8")
+
+
+def cached_revision(ref: str, cache_dir: str | None = None) -> str | None:
+    """The commit of the snapshot ``main`` resolves to in the local cache, or None when the model is not there."""
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(ref, "config.json", cache_dir=cache_dir)
+    return Path(found).parent.name if isinstance(found, str) else None
+
+
+def hub_cache() -> str:
+    from huggingface_hub import constants
+
+    return constants.HF_HUB_CACHE
+
+
+def offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on")
+
+
+def check(params: Mapping, pins_path: Path = PINS, cache_dir: str | None = None, params_file: str = "params.yaml",
+          hub_off: bool | None = None) -> list[str]:
+    """Every hub model cached (when the hub is off) and at its pinned revision; records first-seen revisions.
+    Returns one line per model; raises with every problem named (params file, key, hub id)."""
+    hub_off = offline() if hub_off is None else hub_off
+    pins, problems, lines = read_pins(pins_path), [], []
+    for key, ref in hub_models(params).items():
+        revision = cached_revision(ref, cache_dir)
+        if revision is None:
+            if hub_off:
+                where = cache_dir or hub_cache()
+                problems.append(f"{params_file}: {key} = {ref}: not in the Hugging Face cache ({where}"
+                                ") and the hub is off (HF_HUB_OFFLINE=1): run `python -m ecqg.tooling.hub_models "
+                                "fetch` where there is internet, with the same HF_HOME, and copy the cache over; or "
+                                f"set {key} to a local directory")
+            else:
+                lines.append(f"{key} = {ref}: not cached yet; from_pretrained downloads it (pin it after with `check`)")
+            continue
+        pinned = pins.get(ref)
+        if pinned is None:
+            pins[ref] = revision
+            lines.append(f"{key} = {ref}: revision {revision} (first use: pinned in {pins_path})")
+        elif pinned != revision:
+            problems.append(f"{params_file}: {key} = {ref}: the cache's main is {revision}, {pins_path} pins {pinned}: "
+                            f"fetch the pinned revision (`python -m ecqg.tooling.hub_models fetch`) or, to move on "
+                            f"on purpose, delete its line in {pins_path}")
+        else:
+            lines.append(f"{key} = {ref}: revision {revision} (pinned)")
+    if problems:
+        raise RuntimeError("hub models not ready:\n  " + "\n  ".join(problems))
+    if hub_models(params):
+        write_pins(pins, pins_path)
+    return lines
+
+
+def fetch(params: Mapping, pins_path: Path = PINS, cache_dir: str | None = None) -> list[str]:
+    """Download each hub model at its pinned revision (``main`` when none) into the cache, then pin it."""
+    from huggingface_hub import snapshot_download
+
+    pins, lines = read_pins(pins_path), []
+    for key, ref in hub_models(params).items():
+        path = snapshot_download(ref, revision=pins.get(ref), cache_dir=cache_dir,
+                                 allow_patterns=["*.json", "*.txt", "*.model", "*.safetensors"])
+        pins.setdefault(ref, Path(path).name)
+        lines.append(f"{key} = {ref}: revision {pins[ref]} in {path}")
+    write_pins(pins, pins_path)
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = cli.parser("ecqg.tooling.hub_models", __doc__)
+    parser.add_argument("command", choices=("check", "fetch"))
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--profile", help="check a preset of params/ (e.g. paper) instead of --params")
+    parser.add_argument("--pins", type=Path, default=PINS)
+    args = parser.parse_args(argv)
+    if args.profile:
+        import yaml
+
+        args.params = f"params/{args.profile}.yaml"
+        params = yaml.safe_load(config.render_profile(args.profile, Path(config.PRESETS_DIR)))
+    else:
+        params = config.load(args.params)
+    if not hub_models(params):
+        print(f"{args.params} names no hub model ({', '.join(MODEL_KEYS)}: bundled or local)")
+        return 0
+    try:
+        lines = (check(params, args.pins, params_file=args.params) if args.command == "check"
+                 else fetch(params, args.pins))
+    except RuntimeError as err:
+        print(err, file=sys.stderr)
+        return 1
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""ecqg.tooling.hub_models: a profile's hub models are found in the local cache before a run with the hub off, pinned
+to the revision first used, and a moved cache is refused, each problem named by params file, key and hub id (issue 66:
+the paper profile named hub ids with no revision and a node without internet failed hours into dvc repro)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from ecqg.core import config
+from ecqg.tooling import hub_models
+
+
+def fake_cache(root, ref: str, revision: str):
+    """The layout huggingface_hub reads offline: refs/main names a snapshot folder holding the files."""
+    repo = root / ("models--" + ref.replace("/", "--"))
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text(revision)
+    (repo / "snapshots" / revision).mkdir(parents=True, exist_ok=True)
+    (repo / "snapshots" / revision / "config.json").write_text("{}")
+
+
+def paper_params() -> dict:
+    return yaml.safe_load(config.render_profile("paper", config.PRESETS_DIR))
+
+
+def test_the_paper_profile_names_three_hub_models_and_mini_none():
+    assert hub_models.hub_models(paper_params()) == {"dpr.base_model": "bert-base-uncased",
+                                                     "qg.model": "facebook/bart-large",
+                                                     "mrc.model": "deepset/roberta-base-squad2"}
+    assert hub_models.hub_models(config.load("params.yaml")) == {}
+
+
+def test_offline_a_missing_model_is_named_and_nothing_is_pinned(tmp_path):
+    pins = tmp_path / "HUB_REVISIONS"
+    fake_cache(tmp_path / "cache", "bert-base-uncased", "a" * 40)
+    with pytest.raises(RuntimeError) as err:
+        hub_models.check(paper_params(), pins, str(tmp_path / "cache"), "params/paper.yaml", hub_off=True)
+    text = str(err.value)
+    assert "params/paper.yaml: qg.model = facebook/bart-large: not in the Hugging Face cache" in text
+    assert "mrc.model = deepset/roberta-base-squad2" in text and "dpr.base_model" not in text
+    assert not pins.exists()
+
+
+def test_the_first_revision_is_pinned_and_a_moved_cache_refused(tmp_path):
+    pins, cache = tmp_path / "HUB_REVISIONS", tmp_path / "cache"
+    for ref in ("bert-base-uncased", "facebook/bart-large", "deepset/roberta-base-squad2"):
+        fake_cache(cache, ref, "a" * 40)
+    lines = hub_models.check(paper_params(), pins, str(cache), hub_off=True)
+    assert all("first use: pinned" in line for line in lines)
+    assert hub_models.read_pins(pins)["facebook/bart-large"] == "a" * 40
+    assert all("(pinned)" in line for line in hub_models.check(paper_params(), pins, str(cache), hub_off=True))
+    fake_cache(cache, "facebook/bart-large", "b" * 40)             # main moved to another snapshot
+    with pytest.raises(RuntimeError, match=r"qg.model = facebook/bart-large: the cache's main is b+, .* pins a+"):
+        hub_models.check(paper_params(), pins, str(cache), hub_off=True)
+
+
+def test_a_malformed_pins_file_is_named_with_its_line(tmp_path):
+    pins = tmp_path / "HUB_REVISIONS"
+    pins.write_text("# header\nbert-base-uncased\n")
+    with pytest.raises(ValueError, match=r"HUB_REVISIONS, line 2: expected '<hub id> <revision>'"):
+        hub_models.read_pins(pins)
