@@ -104,16 +104,33 @@ def _smoke(root: Path) -> Path:
 
 
 def _paper(root: Path) -> Path:
-    from paper_tiny import paper_tiny_params, write_dpr_files
+    """The lab rehearsal (docs/paper_profile.md's walk at test size): DPR's files served by a local mirror and fetched
+    into DPR's layout by ``python -m ecqg.tooling.inputs fetch``, the environment doctor, then ``make repro`` (its
+    checks: params, inputs, hub models; dvc.yaml written) with every step that splits over processes on two gloo
+    processes."""
+    from paper_tiny import paper_tiny_params, write_dpr_mirror
 
     models = tiny_models(root)
     repo = repo_copy(root / "paper" / "repo")
-    files = write_dpr_files(REPO / "data", repo / "downloads" / "data")
-    files = {k: Path("downloads/data") / v.name for k, v in files.items()}
-    return use_profile(repo, params=paper_tiny_params(repo, files, models))   # params.yaml, dvc.yaml for its variants
+    mirror = write_dpr_mirror(REPO / "data", root / "paper" / "mirror")
+    with open(root / "paper.setup.log", "w", encoding="utf-8") as log:
+        for command in (["-m", "ecqg.tooling.inputs", "fetch", "--mirror", str(mirror)],
+                        ["-m", "ecqg.tooling.doctor", "--machine"]):
+            done = subprocess.run([sys.executable, *command], cwd=repo, env=dvc_env(repo), stdout=log,
+                                  stderr=subprocess.STDOUT)
+            if done.returncode:
+                raise RuntimeError(f"python {' '.join(command)} exited {done.returncode}: {root / 'paper.setup.log'}")
+    params = paper_tiny_params(repo, None, models)
+    params["processes"] = 2
+    return use_profile(repo, params=params)   # params.yaml, dvc.yaml for its variants
 
 
 PREPARE: dict[str, Callable[[Path], Path]] = {"smoke": _smoke, "paper": _paper}
+# The paper run goes through the Makefile as a lab would (`make repro`, with this interpreter's environment, which
+# `make test` has installed: -o keeps make from reinstalling it); the smoke run is DVC alone.
+_VENV = Path(sys.prefix)
+COMMANDS = {"smoke": [sys.executable, "-m", "dvc", "repro"],
+            "paper": ["make", "-o", str(_VENV / ".ecqg-installed"), "repro", f"VENV={_VENV}"]}
 FIXTURES = {"smoke_repo": "smoke", "paper_repo": "paper"}     # the fixture a test reads a run through -> the run
 ORDER = ("paper", "smoke")                                      # the shorter first: its tests wait less
 
@@ -138,7 +155,7 @@ class DagRun:
             with open(self.log, "w", encoding="utf-8") as log:
                 if self._stopped:
                     return
-                self.proc = subprocess.Popen([sys.executable, "-m", "dvc", "repro"], cwd=self.repo,
+                self.proc = subprocess.Popen(COMMANDS[self.name], cwd=self.repo,
                                              env=dvc_env(self.repo), stdout=log, stderr=subprocess.STDOUT,
                                              start_new_session=True)
                 self.returncode = self.proc.wait()

@@ -85,6 +85,34 @@ def write_dpr_files(bundle: Path, out: Path) -> dict[str, Path]:
             "wq": rel / "webq-test.csv", "train_gold": rel / "nq-train.json", "nq_dev": rel / "nq-dev.csv"}
 
 
+# Which of write_dpr_files' files each of DPR's resources is (ecqg.tooling.inputs.PAPER names them).
+RESOURCE_FILES = {"data.wikipedia_split.psgs_w100": "corpus", "data.retriever.nq-train": "train_gold",
+                  "data.retriever.qas.nq-dev": "nq_dev", "data.retriever.qas.nq-test": "nq",
+                  "data.retriever.qas.trivia-test": "tqa", "data.retriever.qas.webq-test": "wq"}
+
+
+def write_dpr_mirror(bundle: Path, mirror: Path) -> Path:
+    """A folder laid out as DPR's download host (``wikipedia_split/psgs_w100.tsv.gz``, ...; gzipped where the host
+    serves gzip) holding write_dpr_files' tiny files: what ``python -m ecqg.tooling.inputs fetch --mirror`` reads."""
+    import gzip
+    import shutil
+
+    from ecqg.tooling.inputs import PAPER
+
+    files = write_dpr_files(bundle, mirror / "_plain")
+    for resource in PAPER:
+        source = mirror / "_plain" / files[RESOURCE_FILES[resource.name]].name
+        target = mirror / resource.remote
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if resource.compressed:
+            with open(source, "rb") as raw, gzip.open(target, "wb") as packed:
+                shutil.copyfileobj(raw, packed)
+        else:
+            shutil.copy(source, target)
+    shutil.rmtree(mirror / "_plain")
+    return mirror
+
+
 def _bpe_tokenizer(texts: list[str], out: Path, cls_name: str):
     """A byte-level BPE tokenizer trained on ``texts`` (BART's / RoBERTa's special tokens and order), saved as the
     transformers class ``cls_name`` (``BartTokenizerFast`` / ``RobertaTokenizerFast``)."""
@@ -156,20 +184,23 @@ def write_models(bundle: Path, out: Path) -> dict[str, Path]:
     return {"dpr": rel / "bert-base-uncased", "qg": rel / "bart-large", "mrc": rel / "roberta-base-squad2"}
 
 
-def paper_tiny_params(repo: Path, files: dict[str, Path], models: dict[str, Path]) -> dict:
+def paper_tiny_params(repo: Path, files: dict[str, Path] | None, models: dict[str, Path]) -> dict:
     """params/paper.yaml with the smoke profile's sizes, the paper's three systems (``dpr.variants``, as
-    params/paper_three.yaml), the files and models above, and an IVF-PQ index sized for 400 passages: the paper's
-    code paths at a size that runs in minutes on a CPU."""
+    params/paper_three.yaml), the files (None: the preset's own paths, DPR's layout under ``downloads/``) and models
+    above, and an IVF-PQ index sized for 400 passages: the paper's code paths at a size that runs in minutes on a
+    CPU."""
     presets = repo / "params"
     paper = config.preset("paper", presets)
     smoke = config._read_yaml(presets / "smoke.yaml")
     smoke.pop("profile")
     smoke["dpr"].pop("seeds")                                       # one training seed, as the paper
     params = config.deep_merge(paper, smoke)
-    params["data"].update(corpus=str(files["corpus"]), train_gold=str(files["train_gold"]),
-                          nq_dev=str(files["nq_dev"]), max_questions_per_set=None, max_corpus_passages=None,
-                          max_nq_dev=None, max_train_triples=None,
-                          test_sets={"nq": str(files["nq"]), "wq": str(files["wq"]), "tqa": str(files["tqa"])})
+    params["data"].update(max_questions_per_set=None, max_corpus_passages=None, max_nq_dev=None,
+                          max_train_triples=None)
+    if files is not None:
+        params["data"].update(corpus=str(files["corpus"]), train_gold=str(files["train_gold"]),
+                              nq_dev=str(files["nq_dev"]),
+                              test_sets={"nq": str(files["nq"]), "wq": str(files["wq"]), "tqa": str(files["tqa"])})
     params["dpr"]["base_model"] = str(models["dpr"])
     # the paper's three systems, as `make profile P=paper_three`: Luo et al.'s retrievers, pseudo-queries and
     # TempQG run in the smoke DAG (on MiniLM and the prefix LM); a test run of both DAGs must fit CI's time

@@ -119,3 +119,26 @@ def test_the_committed_executed_notebooks_figures_fit_a_notebook(profile):
                 if png:
                     width = struct.unpack(">I", base64.b64decode(png)[16:20])[0]
                     assert width <= MAX_PX, f"{path.name}: a figure {width} px wide"
+
+
+def _outputs(path: Path):
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        yield from cell.get("outputs", [])
+
+
+@pytest.mark.parametrize("profile", ["mini"])
+def test_the_committed_notebooks_show_every_row_and_06_and_07_the_claims_rows(profile):
+    """No displayed table of the default profile's executed notebooks is cut by pandas (its HTML then holds a row of
+    '...' cells); 06 shows its claims rows and 07 the whole claims table, Holm-corrected."""
+    folder = REPO / "results" / profile / "notebooks"
+    for path in sorted(folder.glob("*.ipynb")):
+        for out in _outputs(path):
+            html = out.get("data", {}).get("text/html", "")
+            html = "".join(html) if isinstance(html, list) else html
+            assert "<td>...</td>" not in html, f"{path.name}: a displayed table is truncated"
+    html_of = {name: "".join("".join(o.get("data", {}).get("text/html", "")) for o in _outputs(folder / name))
+               for name in ("06_results_and_attention_entropy.ipynb", "07_mechanism.ipynb")}
+    assert "Table 3, NQ Top-1: Mixed-DPR - DPR &gt; 0" in html_of["06_results_and_attention_entropy.ipynb"]
+    assert "p (alone)" in html_of["06_results_and_attention_entropy.ipynb"]
+    assert "p (Holm)" in html_of["07_mechanism.ipynb"]
+    assert "mechanism: Mixed-DPR - DPR, Top-5 on the least-attended" in html_of["07_mechanism.ipynb"]

@@ -65,7 +65,7 @@ def declared_paths(stage: Mapping, key: str) -> Iterator[str]:
 
 def metric_files(dvc_yaml_path: str | Path = "dvc.yaml", params: Mapping | None = None) -> set[str]:
     """Every metrics file the current pipeline declares (for the current params): DVC's metrics (the headline) and
-    the committed JSON outputs under ``results/`` beside them (``ecqg.tooling.dag.DVC_METRICS`` says why they are outs)."""
+    the committed JSON outputs under ``results/`` beside them (``ecqg.tooling.dag_file.DVC_METRICS`` says why they are outs)."""
     from ecqg.core import config
 
     dvc_yaml = yaml.safe_load(Path(dvc_yaml_path).read_text(encoding="utf-8"))
