@@ -152,7 +152,8 @@ def render_claim(metrics: Mapping, heading: bool = True, rows: list[dict] | None
 def claims_frame(rows: list[dict], notebook: str | None = None, family: bool = True) -> pd.DataFrame:
     """The claims rows as a notebook shows them, one line each, from the rows the page prints (:func:`claim_rows`):
     ``notebook`` keeps the rows that notebook measures; ``family=False`` shows each row tested alone (its own p and
-    verdict, no Holm) for a notebook that runs before the family's other rows exist."""
+    verdict, no Holm, no power: that is computed at Holm's level) for a notebook that runs before the family's other
+    rows exist."""
     out = []
     for r in rows:
         if notebook is not None and r.get("notebook") != notebook:
@@ -166,9 +167,10 @@ def claims_frame(rows: list[dict], notebook: str | None = None, family: bool = T
             decided = (verdict(interval, p, r["direction"], r.get("overshoot", False)) if interval is not None
                        else r["verdict"])
         questions = interval_text(r["q_diff"], r.get("q_low"), r.get("q_high"), d, "").rstrip()
-        out.append({"the paper's claim": r["claim"], "paper": paper_text(r), "runs": runs_text(r),
-                    "here [95% CI over runs]": over_runs,
-                    ("p (Holm)" if family else "p (alone)"): pval(p) if p is not None else "–",
-                    "power at paper's": power_text(r), "over questions only [95% CI]": questions,
-                    "verdict": decided})
+        row = {"the paper's claim": r["claim"], "paper": paper_text(r), "runs": runs_text(r),
+               "here [95% CI over runs]": over_runs,
+               ("p (Holm)" if family else "p (alone)"): pval(p) if p is not None else "–"}
+        if family:                          # power is computed at the level Holm's step-down sets
+            row["power at paper's"] = power_text(r)
+        out.append({**row, "over questions only [95% CI]": questions, "verdict": decided})
     return pd.DataFrame(out)
