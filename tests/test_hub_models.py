@@ -33,7 +33,7 @@ def test_the_paper_profile_names_three_hub_models_and_mini_none():
 
 def test_offline_a_missing_model_is_named_and_nothing_is_pinned(tmp_path):
     pins = tmp_path / "HUB_REVISIONS"
-    fake_cache(tmp_path / "cache", "bert-base-uncased", "a" * 40)
+    fake_cache(tmp_path / "cache", "bert-base-uncased", hub_models.read_pins(hub_models.PRESET_PINS)["bert-base-uncased"])
     with pytest.raises(RuntimeError) as err:
         hub_models.check(paper_params(), pins, str(tmp_path / "cache"), "params/paper.yaml", hub_off=True)
     text = str(err.value)
@@ -46,13 +46,36 @@ def test_the_first_revision_is_pinned_and_a_moved_cache_refused(tmp_path):
     pins, cache = tmp_path / "HUB_REVISIONS", tmp_path / "cache"
     for ref in ("bert-base-uncased", "facebook/bart-large", "deepset/roberta-base-squad2"):
         fake_cache(cache, ref, "a" * 40)
-    lines = hub_models.check(paper_params(), pins, str(cache), hub_off=True)
+    unpinned = tmp_path / "no_preset_pins"                         # hub ids the presets do not pin
+    lines = hub_models.check(paper_params(), pins, str(cache), hub_off=True, preset_pins=unpinned)
     assert all("first use: pinned" in line for line in lines)
     assert hub_models.read_pins(pins)["facebook/bart-large"] == "a" * 40
-    assert all("(pinned)" in line for line in hub_models.check(paper_params(), pins, str(cache), hub_off=True))
+    assert all("(pinned)" in line
+               for line in hub_models.check(paper_params(), pins, str(cache), hub_off=True, preset_pins=unpinned))
     fake_cache(cache, "facebook/bart-large", "b" * 40)             # main moved to another snapshot
     with pytest.raises(RuntimeError, match=r"qg.model = facebook/bart-large: the cache's main is b+, .* pins a+"):
+        hub_models.check(paper_params(), pins, str(cache), hub_off=True, preset_pins=unpinned)
+
+
+def test_the_presets_hub_models_are_pinned_in_the_repository_and_fetch_points_main_at_the_pin(tmp_path):
+    fixed = hub_models.read_pins(hub_models.PRESET_PINS)
+    assert set(fixed) == set(hub_models.hub_models(paper_params()).values())
+    assert all(len(rev) == 40 and int(rev, 16) >= 0 for rev in fixed.values())
+    pins, cache = tmp_path / "HUB_REVISIONS", tmp_path / "cache"
+    for ref, rev in fixed.items():
+        fake_cache(cache, ref, rev)
+    fake_cache(cache, "bert-base-uncased", "c" * 40)               # a newer main than the pin
+    with pytest.raises(RuntimeError, match=r"dpr.base_model = bert-base-uncased: the cache's main is c+, "
+                                           r"params/hub_revisions.txt pins 86b5e09"):
         hub_models.check(paper_params(), pins, str(cache), hub_off=True)
+    hub_models.point_main("bert-base-uncased", fixed["bert-base-uncased"], str(cache))   # what fetch does
+    assert all("(pinned)" in line for line in hub_models.check(paper_params(), pins, str(cache), hub_off=True))
+    assert not pins.exists()                                      # nothing to record: every model was pinned
+
+
+def test_fetch_takes_one_copy_of_the_weights():
+    assert hub_models.weight_patterns(["config.json", "model.safetensors", "pytorch_model.bin"])[-1] == "*.safetensors"
+    assert hub_models.weight_patterns(["config.json", "pytorch_model.bin"])[-1] == "pytorch_model.bin"
 
 
 def test_a_malformed_pins_file_is_named_with_its_line(tmp_path):

@@ -5,11 +5,12 @@ Why: ``params/paper.yaml`` names ``bert-base-uncased``, ``facebook/bart-large`` 
 hub id, and a hub id is not a version: the weights behind ``main`` can change, neither DVC nor a reader could see
 which a run used, and a node without internet found out at its first ``from_pretrained``, hours into ``dvc repro``.
 Here every model reference of :data:`MODEL_KEYS` that is a hub id (not ``bundled:...``, not a directory) must be in
-the local cache (``HF_HOME`` / ``HF_HUB_CACHE``) when the hub is off (``HF_HUB_OFFLINE=1``, the Makefile's default);
-the snapshot ``main`` resolves to is recorded in ``downloads/HUB_REVISIONS`` the first time (like
-``downloads/SHA256SUMS`` for the input files, :mod:`ecqg.tooling.inputs`) and every later check refuses a cache whose
-``main`` moved. Commit or share that file so every node loads the same weights; ``fetch`` downloads the pinned
-revision (or ``main`` the first time) into the cache.
+the local cache (``HF_HOME`` / ``HF_HUB_CACHE``) when the hub is off (``HF_HUB_OFFLINE=1``, the Makefile's default)
+at its pinned commit. The presets' models are pinned in the committed :data:`PRESET_PINS`; any other hub id a
+params file names is pinned to the snapshot ``main`` resolves to the first time it is checked, in
+``downloads/HUB_REVISIONS`` (like ``downloads/SHA256SUMS`` for the input files, :mod:`ecqg.tooling.inputs`; share
+it). Every later check refuses a cache whose ``main`` is not the pin. ``fetch`` downloads the pinned commit and
+points the cache's ``main`` at it, because the stages load a hub id as ``main`` (``from_pretrained(ref)``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from ecqg.tooling.dvc_stages import param
 
 MODEL_KEYS = ("dpr.base_model", "qg.model", "mrc.model")
 PINS = Path("downloads") / "HUB_REVISIONS"
+PRESET_PINS = Path("params") / "hub_revisions.txt"
+WEIGHT_FILES = ("*.safetensors", "pytorch_model.bin")      # safetensors where the commit has them
 
 
 def hub_models(params: Mapping) -> dict[str, str]:
@@ -75,12 +78,21 @@ def offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on")
 
 
+def point_main(ref: str, revision: str, cache_dir: str | None = None) -> None:
+    """Make the cache's ``main`` of ``ref`` the snapshot ``revision`` (what an offline ``from_pretrained`` loads)."""
+    from huggingface_hub.file_download import repo_folder_name
+
+    refs = Path(cache_dir or hub_cache()) / repo_folder_name(repo_id=ref, repo_type="model") / "refs"
+    refs.mkdir(parents=True, exist_ok=True)
+    (refs / "main").write_text(revision)
+
+
 def check(params: Mapping, pins_path: Path = PINS, cache_dir: str | None = None, params_file: str = "params.yaml",
-          hub_off: bool | None = None) -> list[str]:
+          hub_off: bool | None = None, preset_pins: Path = PRESET_PINS) -> list[str]:
     """Every hub model cached (when the hub is off) and at its pinned revision; records first-seen revisions.
     Returns one line per model; raises with every problem named (params file, key, hub id)."""
     hub_off = offline() if hub_off is None else hub_off
-    pins, problems, lines = read_pins(pins_path), [], []
+    pins, fixed, problems, lines, recorded = read_pins(pins_path), read_pins(preset_pins), [], [], False
     for key, ref in hub_models(params).items():
         revision = cached_revision(ref, cache_dir)
         if revision is None:
@@ -93,33 +105,44 @@ def check(params: Mapping, pins_path: Path = PINS, cache_dir: str | None = None,
             else:
                 lines.append(f"{key} = {ref}: not cached yet; from_pretrained downloads it (pin it after with `check`)")
             continue
-        pinned = pins.get(ref)
+        pinned, source = (fixed[ref], preset_pins) if ref in fixed else (pins.get(ref), pins_path)
         if pinned is None:
-            pins[ref] = revision
+            pins[ref], recorded = revision, True
             lines.append(f"{key} = {ref}: revision {revision} (first use: pinned in {pins_path})")
         elif pinned != revision:
-            problems.append(f"{params_file}: {key} = {ref}: the cache's main is {revision}, {pins_path} pins {pinned}: "
+            problems.append(f"{params_file}: {key} = {ref}: the cache's main is {revision}, {source} pins {pinned}: "
                             f"fetch the pinned revision (`python -m ecqg.tooling.hub_models fetch`) or, to move on "
-                            f"on purpose, delete its line in {pins_path}")
+                            f"on purpose, change its line in {source}")
         else:
             lines.append(f"{key} = {ref}: revision {revision} (pinned)")
     if problems:
         raise RuntimeError("hub models not ready:\n  " + "\n  ".join(problems))
-    if hub_models(params):
+    if recorded:
         write_pins(pins, pins_path)
     return lines
 
 
-def fetch(params: Mapping, pins_path: Path = PINS, cache_dir: str | None = None) -> list[str]:
-    """Download each hub model at its pinned revision (``main`` when none) into the cache, then pin it."""
-    from huggingface_hub import snapshot_download
+def weight_patterns(files: Sequence[str]) -> list[str]:
+    """The files a model needs: configs and vocabularies, and one copy of the weights (safetensors when there)."""
+    weights = [WEIGHT_FILES[0]] if any(name.endswith(".safetensors") for name in files) else [WEIGHT_FILES[1]]
+    return ["*.json", "*.txt", "*.model"] + weights
 
-    pins, lines = read_pins(pins_path), []
+
+def fetch(params: Mapping, pins_path: Path = PINS, cache_dir: str | None = None,
+          preset_pins: Path = PRESET_PINS) -> list[str]:
+    """Download each hub model at its pinned revision (``main`` when none) into the cache, point the cache's ``main``
+    at it, and pin what was not pinned."""
+    from huggingface_hub import list_repo_files, snapshot_download
+
+    pins, fixed, lines = read_pins(pins_path), read_pins(preset_pins), []
     for key, ref in hub_models(params).items():
-        path = snapshot_download(ref, revision=pins.get(ref), cache_dir=cache_dir,
-                                 allow_patterns=["*.json", "*.txt", "*.model", "*.safetensors"])
-        pins.setdefault(ref, Path(path).name)
-        lines.append(f"{key} = {ref}: revision {pins[ref]} in {path}")
+        revision = fixed.get(ref) or pins.get(ref)
+        patterns = weight_patterns(list_repo_files(ref, revision=revision))
+        path = snapshot_download(ref, revision=revision, cache_dir=cache_dir, allow_patterns=patterns)
+        point_main(ref, Path(path).name, cache_dir)
+        if ref not in fixed:
+            pins.setdefault(ref, Path(path).name)
+        lines.append(f"{key} = {ref}: revision {Path(path).name} in {path}")
     write_pins(pins, pins_path)
     return lines
 
