@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import struct
 from pathlib import Path
 
@@ -129,13 +130,15 @@ def _outputs(path: Path):
 @pytest.mark.parametrize("profile", ["mini"])
 def test_the_committed_notebooks_show_every_row_and_06_and_07_the_claims_rows(profile):
     """No displayed table of the default profile's executed notebooks is cut by pandas (its HTML then holds a row of
-    '...' cells); 06 shows its claims rows and 07 the whole claims table, Holm-corrected."""
+    '...' cells, or a question or claim cut to 50 characters and '...'); 06 shows its claims rows and 07 the whole claims table, Holm-corrected."""
     folder = REPO / "results" / profile / "notebooks"
     for path in sorted(folder.glob("*.ipynb")):
         for out in _outputs(path):
             html = out.get("data", {}).get("text/html", "")
             html = "".join(html) if isinstance(html, list) else html
             assert "<td>...</td>" not in html, f"{path.name}: a displayed table is truncated"
+            cut = re.findall(r"<t[dh]>([^<]{40,}\.\.\.)</t[dh]>", html)
+            assert not cut, f"{path.name}: displayed cells cut by pandas' display.max_colwidth: {cut[:3]}"
     html_of = {name: "".join("".join(o.get("data", {}).get("text/html", "")) for o in _outputs(folder / name))
                for name in ("06_results_and_attention_entropy.ipynb", "07_mechanism.ipynb")}
     assert "Table 3, NQ Top-1: Mixed-DPR - DPR &gt; 0" in html_of["06_results_and_attention_entropy.ipynb"]
