@@ -86,12 +86,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_train import load_passages, make_records  # noqa: E402
 
+from ecqg.core.paper import PASSAGES as PAPER_PASSAGES  # noqa: E402
 from ecqg.core import config, device  # noqa: E402
 from ecqg.runtime.models import BUNDLED_ENCODER, inference, resolve_model  # noqa: E402
 from ecqg.tooling.rate_code import code_digests  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-PAPER_PASSAGES = 21_015_324
 BERT_VOCAB = 30_522                # bert-base-uncased's WordPiece vocabulary: the encoders' embedding rows
 ROBERTA_VOCAB = 50_265             # BART's and RoBERTa's byte-level BPE: the generator's and reader's output layers
 # Encoder / generator / reader shapes and the work measured per section. ``None``: params/paper.yaml's value

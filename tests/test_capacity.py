@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from ecqg.core import config
+from ecqg.core.paper import PASSAGES as PAPER_PASSAGES
 from ecqg.retrieval import capacity
 from ecqg.retrieval.faiss_index import build_index, save_index
 
-PAPER_PASSAGES = 21_015_324
 GB = 1e9
 
 

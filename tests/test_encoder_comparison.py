@@ -11,6 +11,7 @@ from transformers import BertConfig, BertModel
 
 from ecqg.analysis import encoder_comparison as ec
 from ecqg.analysis import plots, seed_plots
+from ecqg.core import paper
 from ecqg.core.errors import DataFormatError
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
 
@@ -165,7 +166,7 @@ def test_metrics_tree_and_plots(tmp_path):
     labels = ec.ENCODER_LABELS
     frame = _hand_frame()
     for fig in (plots.plot_entropy_violins({labels[k]: g.entropy for k, g in frame.groupby("encoder")},
-                                           paper={labels[k]: v for k, v in ec.PAPER["entropy"].items()}),
+                                           paper={labels[k]: v for k, v in paper.ATTENTION["entropy"].items()}),
                 plots.plot_sentence_shares(summary, labels), plots.plot_probe_scores(probe, labels)):
         assert fig.axes
         matplotlib.pyplot.close(fig)

@@ -13,7 +13,7 @@ Measures (definitions of ``ecqg.analysis.attention``: last-layer [CLS] attention
 * ``later_sentence_share``: attention mass on sentences 2.. of the text over the text mass (= 1 - first-sentence
   share), NaN when fewer than two sentences were encoded. The paper reports Mixed-DPR "+1.8% over DPR, +1.1% over
   UnCon-DPR" on later sentences without saying whether that is absolute or relative; it is read here as percentage
-  points of this share (``PAPER``), and our differences are reported in points.
+  points of this share (``ecqg.core.paper.ATTENTION``), and our differences are reported in points.
 * ``first_sentence_mean`` / ``later_sentence_mean``: mean per-piece attention (length-independent), as in stage 01.
 
 Table 1 probe: conditioned questions about each studied passage's highest- and lowest-attended entity (stages 02/03),
@@ -43,7 +43,7 @@ highest-minus-lowest gap, and the share of passages where the highest-entity que
                                                                  _significant_same_sign}}},
                "table1_probe": {"<encoder>": {"s<seed>": {"difference": f, ...}, "across": {"difference_mean": f,
                                                                                            ...}}}},
-     "paper": PAPER (string keys)}
+     "paper": ecqg.core.paper.ATTENTION (string keys)}
 
 Encoder keys are the run-file system names (``dpr_baseline``, ``dpr_uncon``, ``dpr_mixed``); ``ENCODER_LABELS``
 names them for display.
@@ -61,23 +61,17 @@ import numpy as np
 import pandas as pd
 
 from ecqg.core import variants
+from ecqg.core.bases import untrained_label
+from ecqg.core import paper as reported
 from ecqg.analysis import stats
 from ecqg.core.errors import DataFormatError
 from ecqg.core.io import write_json
 
 log = logging.getLogger(__name__)
 
-ENCODER_LABELS = {**{v.system: v.label for v in variants.TABLE}, "untrained": "MiniLM, not fine-tuned"}
+ENCODER_LABELS = {**{v.system: v.label for v in variants.TABLE}, "untrained": untrained_label()}
 DEFAULT_PAIRS = tuple(variants.paper_pairs())   # the paper's orderings: UnCon - DPR, Mixed - UnCon, Mixed - DPR
 ROLES = ("highest", "lowest")
-
-# Reported in the paper (BERT-base DPR on Wikipedia); labelled as the paper's wherever shown.
-PAPER = {
-    "entropy": {"dpr_baseline": 3.97, "dpr_uncon": 3.80, "dpr_mixed": 4.10},                 # nats
-    "later_sentence_share_diff": {"dpr_mixed_minus_dpr_baseline": 1.8,                       # read as points
-                                  "dpr_mixed_minus_dpr_uncon": 1.1},
-    "table1_probe": {"dpr_baseline": {"highest": 73.7, "lowest": 72.1}},                     # DPR dot products
-}
 
 # Summary measures: frame column -> (unit, scale applied in the summary).
 MEASURES = {"entropy": ("nats", 1.0), "later_sentence_share": ("%", 100.0),
@@ -188,13 +182,13 @@ def attention_summary(frame: pd.DataFrame, reference_pairs: Sequence[tuple[str, 
         wide = _wide(frame, measure, encoders) * scale
         for enc in encoders:
             mean, lo, hi = _mean_ci(wide[enc].to_numpy(), n_boot, seed, confidence)
-            paper = PAPER["entropy"].get(enc) if measure == "entropy" else None
+            paper = reported.ATTENTION["entropy"].get(enc) if measure == "entropy" else None
             rows.append({"kind": "encoder", "measure": measure, "unit": unit, "encoder": enc, "reference": None,
                          "n": len(wide), "value": mean, "ci_low": lo, "ci_high": hi, "p_value": float("nan"),
                          "paper": paper})
         for a, b in pairs:
             res = paired_mean_difference((wide[a] - wide[b]).to_numpy(), n_boot, seed, confidence)
-            paper = PAPER["later_sentence_share_diff"].get(f"{a}_minus_{b}") \
+            paper = reported.ATTENTION["later_sentence_share_diff"].get(f"{a}_minus_{b}") \
                 if measure == "later_sentence_share" else None
             rows.append({"kind": "paired", "measure": measure, "unit": "points" if unit == "%" else unit,
                          "encoder": a, "reference": b, "n": res["n"], "value": res["difference"],
@@ -268,7 +262,7 @@ def probe_summary(frame: pd.DataFrame, n_boot: int = 2000, seed: int = 0, confid
         lo_, l_lo, l_hi = _mean_ci(low, n_boot, seed, confidence)
         gap = paired_mean_difference(high - low, n_boot, seed, confidence)
         w, w_lo, w_hi = _mean_ci(100.0 * (high > low), n_boot, seed, confidence)
-        paper = PAPER["table1_probe"].get(enc, {})
+        paper = reported.ATTENTION["table1_probe"].get(enc, {})
         rows.append({"encoder": enc, "n_passages": len(per),
                      "n_questions": int(group.passage_id.isin(per.index).sum()),
                      "highest": h, "highest_ci_low": h_lo, "highest_ci_high": h_hi,
@@ -384,7 +378,7 @@ def metrics_tree(summary: pd.DataFrame | None = None, probe: pd.DataFrame | None
                 if k != "encoder" and not k.startswith("paper_")}
     if seeds is not None and len(seeds):
         tree["seeds"] = seeds_tree(seeds)
-    tree["paper"] = PAPER
+    tree["paper"] = reported.ATTENTION
     return tree
 
 

@@ -48,3 +48,11 @@ def base_name(ref: str | None) -> str:
     """What a page calls the base: its declared name, else the reference itself."""
     base = describe(ref)
     return base.name if base else (ref or "the base")
+
+
+DEFAULT_BASE = "bundled:minilm"      # the CPU profiles' base, where a caller does not say which
+
+
+def untrained_label(ref: str | None = None) -> str:
+    """The label of Table 3's row (and the attention study's encoder) of the base checkpoint, not fine-tuned."""
+    return f"{base_name(ref or DEFAULT_BASE)}, not fine-tuned"

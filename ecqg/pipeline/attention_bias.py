@@ -14,9 +14,6 @@ import pandas as pd
 from ecqg.analysis.attention import AttentionStudy, select_entities
 from ecqg.pipeline.common import pool_passages, subset, test_gold_ids  # noqa: F401  (notebook 06: attention_bias.subset)
 
-# The paper's reported position bias of its DPR passage encoder (Section 3).
-PAPER_POSITION_BIAS = {"highest_first_half": 0.65, "lowest_second_half": 0.60}
-
 
 def sample_passages(params: Mapping, size: int | None = None,
                     purpose: str = "attention") -> tuple[list[dict], dict]:

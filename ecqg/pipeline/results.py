@@ -1,8 +1,8 @@
 """The paper's Table 3 on whatever benchmark the profile built: load runs, score them, lay the table out.
 
 Notebook 06 calls these one step at a time. All numbers come from ``ecqg.retrieval.evaluation`` over the run files that the
-retrieval stages wrote; nothing here is typed in except the paper's own reported values, kept apart in
-``PAPER_TABLE3`` and always labelled as the paper's.
+retrieval stages wrote; nothing here is typed in: the paper's own reported values come from :mod:`ecqg.core.paper` and are always
+labelled as the paper's.
 """
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ import numpy as np
 import pandas as pd
 
 from ecqg.core import paths, variants
+from ecqg.core.bases import untrained_label
 from ecqg.core.choices import traits
 from ecqg.retrieval import evaluation
 from ecqg.analysis import tables
+from ecqg.core import paper
 from ecqg.core.io import read_jsonl, write_json
 from ecqg.retrieval.run_files import read_run
 
@@ -29,7 +31,7 @@ def system_labels(table: Sequence | None = None) -> dict[str, str]:
     """Table 3's label of every row, in Table 3's order: the sparse retrievers, the untrained encoder, every
     variant's row right after pre-training, every trained variant, the hybrids (all from ``ecqg.core.variants``)."""
     table = variants.TABLE if table is None else table
-    labels = {**SPARSE_LABELS, variants.UNTRAINED: "MiniLM, not fine-tuned"}
+    labels = {**SPARSE_LABELS, variants.UNTRAINED: untrained_label()}
     labels.update({v.pre_system: variants.label(v.pre_system, table) for v in table if v.pretrained})
     labels.update({v.system: variants.label(v.system, table) for v in table})
     labels.update({f"hybrid_{method}_{v.name}": f"BM25 + {v.label}, {how}" for v in table
@@ -48,17 +50,6 @@ SUBSET_LABELS = {
     "no_question_overlap": "no-question-overlap",
 }
 
-# Reported in the paper (Table 3 and the DPR baselines it quotes), on the full 21M-passage Wikipedia and the full
-# test sets: NOT comparable in level with the mini benchmark, shown only to compare orderings.
-PAPER_TABLE3 = pd.DataFrame(
-    [
-        ("bm25", "nq", "all", 1, 22.7), ("bm25", "nq", "all", 5, 44.6),
-        ("dpr_baseline", "nq", "all", 1, 44.3), ("dpr_baseline", "nq", "all", 5, 67.1),
-        ("dpr_uncon", "nq", "all", 1, 45.8), ("dpr_uncon", "nq", "all", 5, 68.4),
-        ("dpr_mixed", "nq", "all", 1, 45.9), ("dpr_mixed", "nq", "all", 5, 69.0),
-    ],
-    columns=["system", "dataset", "subset", "k", "paper_accuracy"],
-)
 
 
 def load_test_sets(names: Sequence[str]) -> dict[str, list[dict]]:
@@ -176,7 +167,7 @@ def paired_differences(ev: Evaluation, test_sets: Mapping[str, list[dict]], pair
 def paper_comparison(table: pd.DataFrame) -> pd.DataFrame:
     """Our numbers next to the paper's wherever the paper reports one (different corpus size: compare orderings)."""
     ours = table[["system", "dataset", "subset", "k", "n", "accuracy", "ci_low", "ci_high"]]
-    merged = PAPER_TABLE3.merge(ours, on=["system", "dataset", "subset", "k"], how="inner")
+    merged = pd.DataFrame(paper.TABLE3, columns=paper.TABLE3_COLUMNS).merge(ours, on=["system", "dataset", "subset", "k"], how="inner")
     merged["ours"] = (100 * merged.accuracy).round(1)
     merged["ours_ci"] = [f"[{100 * lo:.1f}, {100 * hi:.1f}]" for lo, hi in zip(merged.ci_low, merged.ci_high)]
     merged["system"] = merged.system.map(lambda s: SYSTEM_LABELS.get(s, s))

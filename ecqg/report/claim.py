@@ -12,8 +12,7 @@ hierarchical bootstrap over runs and questions, whichever is wider. A row holds 
 excludes 0 and its p-value, Holm-corrected over the rows of the table (one family), is below 0.05; an arm trained once
 gives no interval over runs ("one run"). Beside each: the smallest difference the run could have detected at 80%
 power, the power it had for an effect of the paper's size, and the question-level interval of before, named for
-what it is. The paper's values come from the constants the project keeps them in (``PAPER_TABLE3``,
-``encoder_comparison.PAPER``, ``attention_bias.PAPER_POSITION_BIAS``).
+what it is. The paper's values come from :mod:`ecqg.core.paper`, where they are declared once.
 """
 
 from __future__ import annotations
@@ -21,10 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from ecqg.analysis.encoder_comparison import PAPER
-from ecqg.pipeline.attention_bias import PAPER_POSITION_BIAS
-from ecqg.pipeline.results import PAPER_TABLE3
 import numpy as np
+
+from ecqg.core import paper
 
 from ecqg.pipeline.evidence import ENTITY_SLICES, MOVED_MEASURE
 from ecqg.report import evidence
@@ -48,10 +46,10 @@ def _from_evidence(got: "evidence.Measured | None", digits: int, **extra) -> dic
 def _reference(m: Mapping, b: str, k: int) -> dict:
     """Arm B's NQ Top-k here and in the paper: what a Top-k row's paper effect is translated with."""
     here = subtree(m.get("table3"), "accuracy", b, "nq", "all")
-    paper = _paper_accuracy(b, k)
-    if here is None or here.get(f"top{k}") is None or paper is None:
+    theirs = _paper_accuracy(b, k)
+    if here is None or here.get(f"top{k}") is None or theirs is None:
         return {}
-    return {"reference": (paper, float(here[f"top{k}"]))}
+    return {"reference": (theirs, float(here[f"top{k}"]))}
 
 
 def _table3(a: str, b: str, k: int) -> Getter:
@@ -206,9 +204,7 @@ def _entity_split(a: str, b: str, split: str, k: int) -> Getter:
 
 
 def _paper_accuracy(system: str, k: int) -> float | None:
-    top = PAPER_TABLE3[(PAPER_TABLE3.dataset == "nq") & (PAPER_TABLE3.subset == "all") & (PAPER_TABLE3.k == k)]
-    value = dict(zip(top.system, top.paper_accuracy))
-    return None if system not in value else float(value[system])
+    return paper.table3_accuracy(system, k)
 
 
 def _paper_table3(a: str, b: str, k: int) -> float:
@@ -216,12 +212,12 @@ def _paper_table3(a: str, b: str, k: int) -> float:
 
 
 def _paper_entropy(a: str, b: str) -> float:
-    return round(PAPER["entropy"][a] - PAPER["entropy"][b], 2)
+    return round(paper.ATTENTION["entropy"][a] - paper.ATTENTION["entropy"][b], 2)
 
 
 def _paper_share_over_half(key: str) -> float:
     """The paper's position-bias share as points above the 50% of no bias."""
-    return round(100 * PAPER_POSITION_BIAS[key] - 50, 1)
+    return round(100 * paper.POSITION_BIAS[key] - 50, 1)
 
 
 @dataclass(frozen=True)
@@ -244,7 +240,7 @@ class Claim:
         return -1.0 if self.paper is not None and self.paper < 0 else 1.0
 
 
-_PROBE = PAPER["table1_probe"]["dpr_baseline"]
+_PROBE = paper.ATTENTION["table1_probe"]["dpr_baseline"]
 _PAIRS = (("dpr_uncon", "dpr_baseline", "UnCon-DPR - DPR"), ("dpr_mixed", "dpr_uncon", "Mixed-DPR - UnCon-DPR"),
           ("dpr_mixed", "dpr_baseline", "Mixed-DPR - DPR"))
 CLAIMS: tuple[Claim, ...] = (
@@ -266,10 +262,10 @@ CLAIMS: tuple[Claim, ...] = (
           _attention("dpr_uncon_minus_dpr_baseline", "entropy", 3)),
     Claim("attention entropy: Mixed-DPR - UnCon-DPR > 0", _paper_entropy("dpr_mixed", "dpr_uncon"), "nats",
           _attention("dpr_mixed_minus_dpr_uncon", "entropy", 3)),
-    Claim("later-sentence share: Mixed-DPR - DPR > 0", PAPER["later_sentence_share_diff"]["dpr_mixed_minus_dpr_baseline"],
+    Claim("later-sentence share: Mixed-DPR - DPR > 0", paper.ATTENTION["later_sentence_share_diff"]["dpr_mixed_minus_dpr_baseline"],
           "points", _attention("dpr_mixed_minus_dpr_baseline", "later_sentence_share", 2)),
     Claim("later-sentence share: Mixed-DPR - UnCon-DPR > 0",
-          PAPER["later_sentence_share_diff"]["dpr_mixed_minus_dpr_uncon"], "points",
+          paper.ATTENTION["later_sentence_share_diff"]["dpr_mixed_minus_dpr_uncon"], "points",
           _attention("dpr_mixed_minus_dpr_uncon", "later_sentence_share", 2)),
     Claim("mechanism: moved-sentence gap (front - end score), Mixed-DPR - DPR, toward 0", None, "score",
           _moved_sentence("dpr_mixed", "dpr_baseline"), notebook="07"),

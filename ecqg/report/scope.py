@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ecqg.core import paper as reported
 from ecqg.core.bases import base_name, describe
 from ecqg.core.variants import UNTRAINED
 from ecqg.report.fine_tuning import training_runs
@@ -107,8 +108,10 @@ def render_scope(f: Mapping, compact: bool = False) -> str:
         levels = ", ".join(f"{name} {num(v)}" for name, v in (
             (f"the untrained {base_name(f['base_ref'])}", f["untrained"]), ("BM25", f["bm25"]), ("DPR", f["dpr"]))
             if v is not None)
-        lines.append(f"**Corpus**: {f['corpus']:,} passages" + (f"; NQ Top-1: {levels} (the paper: BM25 22.7, DPR "
-                                                                 "44.3 on 21M passages)" if levels else "") + ".")
+        theirs = (f"BM25 {num(reported.table3_accuracy('bm25', 1))}, DPR {num(reported.table3_accuracy('dpr_baseline', 1))}"
+                  f" on {reported.PASSAGES / 1e6:.0f}M passages")
+        lines.append(f"**Corpus**: {f['corpus']:,} passages" + (f"; NQ Top-1: {levels} (the paper: {theirs})"
+                                                                 if levels else "") + ".")
     dpr_entropy, untrained_entropy = f["entropy"]
     if dpr_entropy is not None:
         row = ("the last layer's [CLS] row" + (", which this mean-pooled base never used as its output"

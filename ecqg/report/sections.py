@@ -6,16 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ecqg.analysis.encoder_comparison import ENCODER_LABELS, PAPER
+from ecqg.core import paper as reported
+from ecqg.analysis.encoder_comparison import ENCODER_LABELS
+from ecqg.core.bases import untrained_label
 from ecqg.core.variants import UNTRAINED
-from ecqg.pipeline.results import DATASET_LABELS, PAPER_TABLE3, SUBSET_LABELS
+from ecqg.pipeline.results import DATASET_LABELS, SUBSET_LABELS
 from ecqg.report.markdown import (EXPLORATORY, KS, TABLE3_ORDER, accuracy_cell, base_encoder_note, label, md_table,
                                  num, ordered, pval, with_ci)
 
 
 def _paper_cells(dataset: str, subset: str) -> dict[tuple[str, int], float]:
-    rows = PAPER_TABLE3[(PAPER_TABLE3.dataset == dataset) & (PAPER_TABLE3.subset == subset)]
-    return {(r.system, int(r.k)): float(r.paper_accuracy) for r in rows.itertuples()}
+    return reported.table3_cells(dataset, subset)
 
 
 def _paired_cell(node: Mapping, k: int) -> str:
@@ -85,7 +86,7 @@ def render_table3(table3: Mapping, ev=None) -> str:
         n_text = ", ".join(f"n={n}" for n in ns)
         out.append(f"**{DATASET_LABELS.get(dataset, dataset)} {SUBSET_LABELS.get(subset, subset)}** ({n_text})\n")
         out.append(md_table(header, rows))
-    if any(PAPER_TABLE3.system.isin(systems)):
+    if any(row[0] in systems for row in reported.TABLE3):
         out.append("Paper columns: the paper's Table 3 on the 21M-passage Wikipedia; compare orderings, not levels.\n")
     paired = _same_seed(table3.get("paired", {}), ev)
     if paired:
@@ -110,9 +111,7 @@ def render_table3(table3: Mapping, ev=None) -> str:
 
 def _untrained_label(setting: Mapping) -> str:
     """Table 3's row of the base checkpoint, named after the profile's base (``ecqg.core.bases``)."""
-    from ecqg.core.bases import base_name
-
-    return f"{base_name(setting.get('base_model') or 'bundled:minilm')}, not fine-tuned"
+    return untrained_label(setting.get("base_model"))
 
 
 def _same_seed(paired: Mapping, ev) -> dict:
@@ -204,7 +203,7 @@ def render_encoder_comparison(comparison: Mapping) -> str:
     for key, node in attention.get("encoders", {}).items():
         rows.append([_encoder_label(key), str(node.get("entropy_n", "–")),
                      with_ci(node, "entropy", "entropy_ci_low", "entropy_ci_high", 2),
-                     num(PAPER["entropy"].get(key), 2),
+                     num(reported.ATTENTION["entropy"].get(key), 2),
                      with_ci(node, "later_sentence_share", "later_sentence_share_ci_low",
                          "later_sentence_share_ci_high")])
     if rows:
@@ -219,7 +218,7 @@ def render_encoder_comparison(comparison: Mapping) -> str:
                      with_ci(node, "later_sentence_share_diff", "later_sentence_share_ci_low",
                          "later_sentence_share_ci_high", 2, signed=True)
                      + f", p {pval(node.get('later_sentence_share_p'))}",
-                     num(PAPER["later_sentence_share_diff"].get(pair), 1, signed=True)])
+                     num(reported.ATTENTION["later_sentence_share_diff"].get(pair), 1, signed=True)])
     if rows:
         out.append("Paired over passages (A - B):\n")
         out.append(md_table(["pair", "n", "entropy diff (nats)", "later-sentence share diff (points)",
@@ -231,7 +230,7 @@ def render_encoder_comparison(comparison: Mapping) -> str:
                    "depend on the encoder (MiniLM here, BERT-base in the paper); the gap is what compares.\n")
         rows = []
         for key, node in probe.items():
-            paper = PAPER["table1_probe"].get(key, {})
+            paper = reported.ATTENTION["table1_probe"].get(key, {})
             rows.append([_encoder_label(key), str(node.get("n_passages", "–")),
                          with_ci(node, "highest", "highest_ci_low", "highest_ci_high", 2),
                          with_ci(node, "lowest", "lowest_ci_low", "lowest_ci_high", 2),

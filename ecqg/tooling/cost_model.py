@@ -49,7 +49,7 @@ SUPERSEDED = {"gpu_feeding_h100_2026-11-27_sweep1.json": "the encoding loop befo
 REHEARSAL_FILE = "scale_rehearsal.json"            # bench/scale_rehearsal.py: the CPU stages at growing corpus sizes
 HOST_CORES = 16                                    # the host a GPU node gives the CPU stages
 # Sizes of DPR's published files, so a profile naming them needs no --passages / --train-examples.
-CORPORA = {"psgs_w100.tsv": 21_015_324}          # passages of DPR's Wikipedia split
+CORPORA = {"psgs_w100.tsv": PAPER_PASSAGES}      # passages of DPR's Wikipedia split
 TRAIN_SETS = {"nq-train.json": 58_880}           # NQ train records with a positive: what the paper fine-tunes on
 # Issue 48's audit of the benchmark against params/paper.yaml.
 PASSAGE_TOKENS = {"psgs_w100.tsv": 142.5}        # mean WordPiece tokens per passage
