@@ -17,13 +17,13 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from ecqg.core.variants import UNTRAINED
 from ecqg.report import evidence
 from ecqg.report.claim import CLAIMS_FAMILY, DOSE_FAMILY, claim_rows, with_verdicts
 from ecqg.report.claims_table import caption, detectable_text, test_text
 from ecqg.report.markdown import interval_text, load_metrics, md_table, pval, subtree
 
 DOSE_SYSTEM = re.compile(r"dpr_(uncon|mixed)_d(\d+)_pre")
-UNTRAINED = "minilm_untrained"
 KS = (1, 5)
 DATASET = "nq"
 
