@@ -70,7 +70,7 @@ def test_the_papers_orderings_come_from_the_table():
 
 def test_docs_code_layout_names_every_module():
     text = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
-    layout = text.split("### Code layout")[1].split("```")[1]
+    layout = text.split("## Code layout")[1].split("```")[1]
     words = set(re.findall(r"\w+", layout))
     missing = [str(p.relative_to(REPO)) for p in sorted((REPO / "ecqg").rglob("*.py"))
                if p.stem not in ("__init__", "__main__") and p.stem not in words]
