@@ -107,6 +107,12 @@ def test_results_figures_fit_a_notebook_with_a_colour_per_system_and_the_paper_s
     for n in (3, 12, 15, 24):
         colors = system_colors([f"s{i}" for i in range(n)])
         assert len(set(colors.values())) == n, f"{n} systems share a colour"
+        paper = system_colors([f"s{i}" for i in range(n)], marked=["s0", "s1", "s2"])
+        assert len({str(c) for c in paper.values()}) == n and [paper[f"s{i}"] for i in range(3)] == \
+            ["black", "#e6007e", "#7b2cbf"], "the paper's systems drawn in colours of their own"
+    styles = {line.get_label(): line.get_linestyle() for line in fig.axes[0].get_lines() if line.get_label() in
+              ("s1 (paper)", "s2 (paper)", "s0")}
+    assert styles == {"s1 (paper)": "-", "s2 (paper)": "--", "s0": "-"}, styles
 
 
 @pytest.mark.parametrize("profile", ["mini"])

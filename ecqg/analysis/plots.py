@@ -18,18 +18,32 @@ def _panels(frame: pd.DataFrame) -> list[tuple[str, str]]:
 MAX_WIDTH_IN = 13.0
 
 
-def system_colors(systems: Sequence[str]) -> dict[str, tuple]:
+# The paper's systems, drawn in colours no palette below gives another system, each with its own line style: in a
+# palette by position they sat side by side and came out three near-identical greens.
+MARKED_STYLES = (("black", "-"), ("#e6007e", "--"), ("#7b2cbf", ":"))
+
+
+def system_colors(systems: Sequence[str], marked: Sequence[str] = ()) -> dict[str, tuple | str]:
     """One distinct colour per system, fixed by its position: matplotlib's 10-colour cycle repeats after ten (TF-IDF
     and the eleventh system shared a blue), so more than ten systems take ``tab20``, more than twenty a sampled
-    ``turbo``."""
-    n = len(systems)
+    ``turbo``. The ``marked`` systems (at most three) take :data:`MARKED_STYLES`' colours instead."""
+    marked = [s for s in systems if s in marked][:len(MARKED_STYLES)]
+    rest = [s for s in systems if s not in marked]
+    n = len(rest)
     if n <= 10:
         colors = [plt.get_cmap("tab10")(i) for i in range(n)]
     elif n <= 20:
         colors = [plt.get_cmap("tab20")(i) for i in range(n)]
     else:
         colors = [plt.get_cmap("turbo")(x) for x in np.linspace(0.05, 0.95, n)]
-    return dict(zip(systems, colors))
+    out = dict(zip(rest, colors))
+    out.update({s: color for s, (color, _) in zip(marked, MARKED_STYLES)})
+    return {s: out[s] for s in systems}
+
+
+def _line_style(system: str, systems: Sequence[str], marked: Sequence[str]) -> str:
+    order = [s for s in systems if s in marked]
+    return MARKED_STYLES[order.index(system)][1] if system in order[:len(MARKED_STYLES)] else "-"
 
 
 def _label(system: str, labels: Mapping[str, str], marked: Sequence[str]) -> str:
@@ -52,7 +66,7 @@ def plot_topk_curves(curves: pd.DataFrame, table: pd.DataFrame, labels: Mapping[
     labels, titles = labels or {}, titles or {}
     panels = _panels(curves)
     systems = list(dict.fromkeys(curves.system))
-    colors = system_colors(systems)
+    colors = system_colors(systems, marked)
     rows, cols, size = _grid(len(panels), 4.3, 3.2)
     fig, axes = plt.subplots(rows, cols, figsize=size, squeeze=False, sharey=True)
     for ax, (dataset, subset) in zip(axes.flat, panels):
@@ -60,7 +74,8 @@ def plot_topk_curves(curves: pd.DataFrame, table: pd.DataFrame, labels: Mapping[
             thick = system in marked
             c = curves[(curves.system == system) & (curves.dataset == dataset) & (curves.subset == subset)]
             ax.plot(c.k, 100 * c.accuracy, color=colors[system], label=_label(system, labels, marked),
-                    linewidth=2.4 if thick else 1.0, zorder=3 if thick else 2)
+                    linewidth=2.4 if thick else 1.0, zorder=3 if thick else 2,
+                    linestyle=_line_style(system, systems, marked))
             t = table[(table.system == system) & (table.dataset == dataset) & (table.subset == subset)]
             err = np.vstack([100 * (t.accuracy - t.ci_low), 100 * (t.ci_high - t.accuracy)])
             ax.errorbar(t.k, 100 * t.accuracy, yerr=err, fmt="o", color=colors[system], markersize=3, capsize=2)
@@ -89,7 +104,7 @@ def plot_accuracy_bars(table: pd.DataFrame, k: int, labels: Mapping[str, str] | 
     sel = table[table.k == k]
     panels = _panels(sel)
     systems = list(dict.fromkeys(sel.system))
-    colors = system_colors(systems)
+    colors = system_colors(systems, marked)
     rows, cols, size = _grid(len(panels), 4.3, 0.6 + 0.24 * max(1, len(systems)))
     fig, axes = plt.subplots(rows, cols, figsize=size, squeeze=False, sharey=True)
     y = np.arange(len(systems))[::-1]
