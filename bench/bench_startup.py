@@ -45,7 +45,7 @@ def kernel_seconds(repeat: int) -> float:
         notebook = Path(folder) / "one.ipynb"
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
         nbformat.write(nb, notebook)
-        return seconds([sys.executable, "-m", "papermill", "--log-level", "ERROR", str(notebook),
+        return seconds([sys.executable, "-m", "papermill", "-k", "python3", "--log-level", "ERROR", str(notebook),
                         str(Path(folder) / "out.ipynb")], repeat)
 
 

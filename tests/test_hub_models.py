@@ -78,6 +78,33 @@ def test_fetch_takes_one_copy_of_the_weights():
     assert hub_models.weight_patterns(["config.json", "pytorch_model.bin"])[-1] == "pytorch_model.bin"
 
 
+def test_fetch_downloads_each_pin_and_records_only_what_no_file_pins(tmp_path, monkeypatch):
+    """The hub stood in for by the cache layout (no network here): which revision each model is asked at, where
+    ``main`` then points, and whether the local pins file is written."""
+    import huggingface_hub
+
+    asked = {}
+
+    def snapshot_download(ref, revision=None, cache_dir=None, allow_patterns=None):
+        revision = revision or "d" * 40                              # the hub's main when nothing pins it
+        asked[ref] = revision
+        fake_cache(tmp_path / "cache", ref, revision)
+        return str(tmp_path / "cache" / ("models--" + ref.replace("/", "--")) / "snapshots" / revision)
+
+    monkeypatch.setattr(huggingface_hub, "list_repo_files", lambda ref, revision=None: ["model.safetensors"])
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    pins, cache = tmp_path / "HUB_REVISIONS", str(tmp_path / "cache")
+    fixed = hub_models.read_pins(hub_models.PRESET_PINS)
+    hub_models.fetch(paper_params(), pins, cache)
+    assert asked == fixed and not pins.exists()                      # every preset model at its pin, nothing recorded
+    assert all("(pinned)" in line for line in hub_models.check(paper_params(), pins, cache, hub_off=True))
+    params = paper_params()
+    params["qg"]["model"] = "someone/new-generator"
+    hub_models.fetch(params, pins, cache)
+    assert asked["someone/new-generator"] == "d" * 40
+    assert hub_models.read_pins(pins) == {"someone/new-generator": "d" * 40}
+
+
 def test_a_malformed_pins_file_is_named_with_its_line(tmp_path):
     pins = tmp_path / "HUB_REVISIONS"
     pins.write_text("# header\nbert-base-uncased\n")

@@ -1,5 +1,6 @@
-"""bench/where_time_goes.py and bench/reader_curve.py, the instruments of issue 68's 'measure first': the time of a
-committed run split by kind, with a notebook's glue and an encoding's start-up apart; checkpoints found by step."""
+"""bench/where_time_goes.py, bench/reader_curve.py and bench/bench_startup.py, the instruments of issue 68's 'measure
+first': the time of a committed run split by kind, with a notebook's glue and an encoding's start-up apart;
+checkpoints found by step; a notebook kernel's start-up timed."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
+import bench_startup  # noqa: E402
 import reader_curve  # noqa: E402
 import where_time_goes  # noqa: E402
 
@@ -45,3 +47,9 @@ def test_the_reader_curve_orders_checkpoints_by_step():
     with pytest.raises(SystemExit, match="not an HF Trainer checkpoint folder"):
         reader_curve.step_of(Path("/x/mrc_model"))
     assert where_time_goes.stage_kind("retrieve_dense_untrained") == "encoding + search"
+
+
+def test_the_startup_bench_starts_a_notebook_kernel():
+    """papermill needs the kernel named for a notebook without kernel metadata: without ``-k`` the bench failed
+    before printing anything (it had never been run until 6 Dec)."""
+    assert 0 < bench_startup.kernel_seconds(1) < 120

@@ -87,6 +87,12 @@ def point_main(ref: str, revision: str, cache_dir: str | None = None) -> None:
     (refs / "main").write_text(revision)
 
 
+def pin_of(ref: str, fixed: Mapping[str, str], pins: Mapping[str, str], preset_pins: Path,
+           pins_path: Path) -> tuple[str | None, Path]:
+    """The revision ``ref`` is pinned to and the file that pins it: a preset's pin wins over one recorded here."""
+    return (fixed[ref], preset_pins) if ref in fixed else (pins.get(ref), pins_path)
+
+
 def check(params: Mapping, pins_path: Path = PINS, cache_dir: str | None = None, params_file: str = "params.yaml",
           hub_off: bool | None = None, preset_pins: Path = PRESET_PINS) -> list[str]:
     """Every hub model cached (when the hub is off) and at its pinned revision; records first-seen revisions.
@@ -105,7 +111,7 @@ def check(params: Mapping, pins_path: Path = PINS, cache_dir: str | None = None,
             else:
                 lines.append(f"{key} = {ref}: not cached yet; from_pretrained downloads it (pin it after with `check`)")
             continue
-        pinned, source = (fixed[ref], preset_pins) if ref in fixed else (pins.get(ref), pins_path)
+        pinned, source = pin_of(ref, fixed, pins, preset_pins, pins_path)
         if pinned is None:
             pins[ref], recorded = revision, True
             lines.append(f"{key} = {ref}: revision {revision} (first use: pinned in {pins_path})")
@@ -134,16 +140,17 @@ def fetch(params: Mapping, pins_path: Path = PINS, cache_dir: str | None = None,
     at it, and pin what was not pinned."""
     from huggingface_hub import list_repo_files, snapshot_download
 
-    pins, fixed, lines = read_pins(pins_path), read_pins(preset_pins), []
+    pins, fixed, lines, recorded = read_pins(pins_path), read_pins(preset_pins), [], False
     for key, ref in hub_models(params).items():
-        revision = fixed.get(ref) or pins.get(ref)
+        revision, _ = pin_of(ref, fixed, pins, preset_pins, pins_path)
         patterns = weight_patterns(list_repo_files(ref, revision=revision))
         path = snapshot_download(ref, revision=revision, cache_dir=cache_dir, allow_patterns=patterns)
         point_main(ref, Path(path).name, cache_dir)
-        if ref not in fixed:
-            pins.setdefault(ref, Path(path).name)
+        if revision is None:
+            pins[ref], recorded = Path(path).name, True
         lines.append(f"{key} = {ref}: revision {Path(path).name} in {path}")
-    write_pins(pins, pins_path)
+    if recorded:
+        write_pins(pins, pins_path)
     return lines
 
 
