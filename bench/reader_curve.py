@@ -10,12 +10,14 @@ not a test.
 Run: ``.venv/bin/python bench/reader_curve.py CHECKPOINT_DIR [...] [--params params.yaml] [--out curve.json]``,
 or ``--train DIR`` to first train the reader as stage 03 does (same examples, settings and seed) into ``DIR``
 keeping every checkpoint (resumable: run it again after a stop), then score them all; ``--max-steps`` /
-``--mixed-precision`` override the params' schedule and precision for that training.
+``--mixed-precision`` / ``--checkpoint-every`` override the params' schedule, precision and checkpoint spacing
+for that training.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import re
 import time
@@ -37,7 +39,8 @@ def step_of(path: Path) -> int:
 
 
 def train_keeping_checkpoints(params, train: list[dict], out: Path, max_steps: int | None,
-                               mixed_precision: str | None) -> list[Path]:
+                               mixed_precision: str | None, checkpoint_every: int | None = None
+                               ) -> tuple[list[Path], float]:
     """Stage 03's reader training (``sp.reader``'s model, features and Trainer arguments) with no limit on the
     checkpoints kept: the stage keeps two and deletes them once the reader is saved."""
     from transformers import DataCollatorWithPadding, Trainer
@@ -48,7 +51,8 @@ def train_keeping_checkpoints(params, train: list[dict], out: Path, max_steps: i
 
     mrc = params["mrc"]
     settings = {**mrc["train"], **({"max_steps": max_steps} if max_steps else {}),
-                **({"mixed_precision": mixed_precision} if mixed_precision else {})}
+                **({"mixed_precision": mixed_precision} if mixed_precision else {}),
+                **({"checkpoint_every": checkpoint_every} if checkpoint_every else {})}
     model, tokenizer = build_mrc_model(mrc["model"], seed=params["seed"])
     features = train_features(tokenizer, train, mrc["max_length"], mrc["stride"], mrc["answer_windows_only"])
     out.mkdir(parents=True, exist_ok=True)
@@ -61,9 +65,10 @@ def train_keeping_checkpoints(params, train: list[dict], out: Path, max_steps: i
                       data_collator=DataCollatorWithPadding(tokenizer))
     start = time.perf_counter()
     trainer.train(resume_from_checkpoint=str(done[-1]) if done else None)
-    print(f"trained to step {trainer.state.global_step} in {time.perf_counter() - start:.0f} s "
+    seconds = time.perf_counter() - start
+    print(f"trained to step {trainer.state.global_step} in {seconds:.0f} s "
           f"({settings['mixed_precision']}, {settings['max_steps']} steps)", flush=True)
-    return complete_checkpoints(out)
+    return complete_checkpoints(out), seconds
 
 
 def main() -> None:
@@ -72,14 +77,17 @@ def main() -> None:
     ap.add_argument("--train", type=Path, help="train the reader into this folder first, keeping every checkpoint")
     ap.add_argument("--max-steps", type=int)
     ap.add_argument("--mixed-precision", choices=("no", "bf16", "fp16", "auto"))
+    ap.add_argument("--checkpoint-every", type=int, help="steps between the checkpoints scored (--train)")
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     params = config.load(args.params)
     train, heldout, counts = sp.mrc_data(params)
-    checkpoints = list(args.checkpoints)
+    checkpoints, train_seconds = list(args.checkpoints), None
     if args.train:
-        checkpoints += train_keeping_checkpoints(params, train, args.train, args.max_steps, args.mixed_precision)
+        trained, train_seconds = train_keeping_checkpoints(params, train, args.train, args.max_steps,
+                                                           args.mixed_precision, args.checkpoint_every)
+        checkpoints += trained
     if not checkpoints:
         raise SystemExit("no checkpoints: name checkpoint folders or --train a folder")
     rows = []
@@ -91,7 +99,9 @@ def main() -> None:
         rows.append({"step": step_of(path), **{k: round(float(quality[k]), 2) for k in KEEP},
                      "seconds": round(time.perf_counter() - start, 1)})
         print("  ".join(f"{k} {v}" for k, v in rows[-1].items()), flush=True)
-    summary = {"cpu": cpu_name(), "params": args.params, "heldout": counts["heldout"],
+    summary = {"cpu": cpu_name(), "date": datetime.date.today().isoformat(), "params": args.params,
+               "heldout": counts["heldout"],
+               "train_seconds": None if train_seconds is None else round(train_seconds),
                "max_steps": args.max_steps or params["mrc"]["train"]["max_steps"],
                "mixed_precision": args.mixed_precision or params["mrc"]["train"]["mixed_precision"], "rows": rows}
     if args.out:
