@@ -26,6 +26,8 @@ ANSWER, MENTION = "answer", "mention"       # why a record entered the arm
 
 
 def _normal(text: str) -> str:
+    """Lower case, punctuation to spaces. Not SQuAD's ``normalize_answer`` (which deletes punctuation): a mention
+    is matched by whole words, and "Denmark's" must still name Denmark."""
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
 
 
