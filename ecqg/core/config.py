@@ -22,225 +22,20 @@ from typing import Any, Callable
 import yaml
 
 from ecqg.core import cli
-from ecqg.core.device import MIXED_PRECISION, is_valid_setting
+from ecqg.core import settings
 from ecqg.core.errors import ConfigError
-from ecqg.core import train_config
-from ecqg.core.choices import INDEX_KINDS, RETRIEVERS
+from ecqg.core.choices import INDEX_KINDS
+from ecqg.core.train_config import Rule
 from ecqg.core.variants import ALL as VARIANTS_ALL
-from ecqg.core.variants import TABLE as VARIANT_TABLE
-from ecqg.core.variants import paper_variants
 
 PARAMS_FILE = Path("params.yaml")
 PRESETS_DIR = Path("params")
 BASE_PROFILE = "mini"
-# The profiles are the presets in params/ (a new one is one file: its overlay of mini), found beside the package so a
-# run from any directory knows them; the tuple is for argparse choices and the rules below.
-PROFILES = tuple(sorted(p.stem for p in (Path(__file__).resolve().parents[2] / PRESETS_DIR).glob("*.yaml")))
-SYNTHETIC_POOLS = ("corpus", "all")   # data.synthetic_pool
-
-
-def _positive(v):
-    return v > 0
-
-
-def _nonneg(v):
-    return v >= 0
-
-
-def _prob(v):
-    return 0 < v < 1
-
-
-def _ks(v):
-    return bool(v) and all(isinstance(k, int) and k > 0 for k in v) and list(v) == sorted(set(v))
-
-
-def _paths(v):
-    return bool(v) and all(isinstance(k, str) and isinstance(p, str) and p for k, p in v.items())
-
-
-def _train_rules(prefix: str) -> dict:
-    """The rules of a Hugging Face Trainer block (the generators, the reader, TempQG's generator;
-    ``ecqg.runtime.hf_training``); a DPR training block's are TrainConfig's (:mod:`ecqg.core.train_config`)."""
-    return {
-        f"{prefix}.lr": ((float,), _positive, "a number > 0"),
-        f"{prefix}.epochs": ((int,), _positive, "an integer > 0"),
-        f"{prefix}.batch_size": ((int,), lambda v: v >= 2, "an integer >= 2"),
-        f"{prefix}.warmup_ratio": ((int, float), lambda v: 0 <= v < 1, "a number in [0, 1)"),
-        f"{prefix}.weight_decay": ((int, float), _nonneg, "a number >= 0"),
-        f"{prefix}.max_steps": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
-        f"{prefix}.checkpoint_every": ((int,), _positive, "an integer > 0"),
-        f"{prefix}.mixed_precision": ((str,), lambda v: v in MIXED_PRECISION, f"one of {MIXED_PRECISION}"),
-    }
-
-
-# The TrainConfig fields of params' DPR training blocks (dpr.finetune, dpr.pretrain; the rest of a block selects data).
-DPR_TRAIN_KEYS = ("lr", "epochs", "batch_size", "hard_negatives", "warmup_ratio", "weight_decay", "max_steps",
-                  "grad_cache_chunk_size", "length_bucket_size", "mixed_precision", "checkpoint_every", "eval_every")
-DPR_CONVERGENCE_KEYS = ("patience", "select_metric", "snapshot_steps")     # fine-tuning to convergence
-SELECTOR_TRAIN_KEYS = ("lr", "epochs", "batch_size", "warmup_ratio", "weight_decay", "max_steps", "checkpoint_every",
-                       "mixed_precision")                                      # TempQG's template selector
-# dotted key -> (allowed types, check or None, what a valid value looks like)
-RULES: dict[str, tuple[tuple[type, ...], Callable[[Any], bool] | None, str]] = {
-    "profile": ((str,), lambda v: v in PROFILES, f"one of {PROFILES}"),
-    "seed": ((int,), _nonneg, "an integer >= 0"),
-    "device": ((str,), is_valid_setting, "auto, cpu, cuda or cuda:N"),
-    "processes": ((int, str), lambda v: v == "auto" or (isinstance(v, int) and v > 0),
-                  "an integer > 0, or auto (one process per CUDA GPU visible at run time; 1 on a CPU)"),
-    "launcher_args": ((list, type(None)), lambda v: v is None or all(isinstance(a, str) for a in v),
-                      "null or a list of torchrun arguments (strings)"),
-    "collective_timeout_minutes": ((int,), lambda v: v > 0, "an integer > 0 (minutes a process waits at a collective)"),
-    "data.corpus": ((str,), bool, "a file path"),
-    "data.test_sets": ((dict,), _paths, "a mapping name -> file path"),
-    "data.train_gold": ((str,), bool, "a file path"),
-    "data.nq_dev": ((str,), bool, "a file path"),
-    "data.mrc_unanswerable": ((str,), bool, "a file path"),
-    "data.max_questions_per_set": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
-    "data.max_corpus_passages": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
-    "data.synthetic_pool": ((str,), lambda v: v in SYNTHETIC_POOLS, f"one of {SYNTHETIC_POOLS}"),
-    "data.max_nq_dev": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
-    "data.max_train_triples": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
-    "bm25.k1": ((int, float), _nonneg, "a number >= 0"),
-    "bm25.b": ((int, float), lambda v: 0 <= v <= 1, "a number in [0, 1]"),
-    "bm25.threads": ((int, str), lambda v: v == "auto" or (isinstance(v, int) and v > 0),
-                     "an integer > 0, or auto (the cores this process may run on)"),
-    "tfidf.ngram_max": ((int,), lambda v: 1 <= v <= 3, "1, 2 or 3"),
-    "tfidf.n_features": ((int,), lambda v: v >= 1024, "an integer >= 1024"),
-    "retrieval.depth": ((int,), _positive, "an integer > 0"),
-    "distant.depth": ((int,), _positive, "an integer > 0"),
-    "distant.hard_negatives": ((int,), _nonneg, "an integer >= 0"),
-    "dpr.model": ((str,), lambda v: v in RETRIEVERS, f"a retriever kind, one of {sorted(RETRIEVERS)}"),
-    "dpr.base_model": ((str,), bool, "a model reference (bundled:minilm, a directory or a hub id)"),
-    "dpr.shared_encoders": ((bool,), None, "true or false"),
-    "dpr.pooling": ((str,), lambda v: v in ("cls", "mean"), "cls or mean"),
-    "dpr.seeds": ((list,), lambda v: bool(v) and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
-                                                     for s in v) and len(set(v)) == len(v),
-                  "a non-empty list of distinct integers >= 0 (training seeds; the first feeds stages 01, 03)"),
-    "dpr.related_seeds": ((list,), lambda v: bool(v) and all(isinstance(s, int) and not isinstance(s, bool)
-                                                             for s in v),
-                          "a non-empty list of integers (the related system's training seeds, a leading part of "
-                          "dpr.seeds)"),
-    "dpr.variants": ((str, list), lambda v: v == VARIANTS_ALL or (
-        len(set(v)) == len(v) and set(v) <= {x.name for x in VARIANT_TABLE} and set(paper_variants()) <= set(v)),
-        f"'{VARIANTS_ALL}' or a list of distinct dense variants to train ({', '.join(x.name for x in VARIANT_TABLE)}) "
-        f"that has the paper's {', '.join(paper_variants())}"),
-    "dpr.query_max_length": ((int,), lambda v: 8 <= v <= 512, "an integer in [8, 512]"),
-    "dpr.passage_max_length": ((int,), lambda v: 16 <= v <= 512, "an integer in [16, 512]"),
-    # the TrainConfig fields a DPR training block sets: their rules are TrainConfig's own (one schema)
-    **train_config.rules("dpr.finetune", DPR_TRAIN_KEYS + DPR_CONVERGENCE_KEYS),
-    "dpr.finetune.max_examples": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
-    "dpr.finetune.heldout": ((int,), _positive, "an integer > 0"),
-    "dpr.finetune.nq_dev_distant": ((bool,), None, "true or false"),
-    "dpr.finetune.validation": ((str,), lambda v: v in ("pool", "corpus"), "pool or corpus"),
-    "dpr.finetune.curve_runs": ((bool,), None, "true or false"),
-    "dpr.finetune.curve_probe_passages": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
-    **train_config.rules("dpr.pretrain", DPR_TRAIN_KEYS),
-    "dpr.pretrain.heldout": ((int,), _positive, "an integer > 0"),
-    "dpr.encode.batch_size": ((int,), _positive, "an integer > 0"),
-    "dpr.encode.dtype": ((str,), lambda v: v in ("float32", "float16"), "float32 or float16"),
-    "dpr.encode.autocast": ((str, type(None)), lambda v: v in (None, "bfloat16", "float16", "auto"),
-                            "null (float32), bfloat16, float16 or auto (bfloat16 where the hardware has it)"),
-    "dpr.index.kind": ((str,), lambda v: v in ("flat", "hnsw", "ivfpq"), "flat, hnsw or ivfpq"),
-    "dpr.index.params": ((dict,), None, "a mapping of FAISS settings (may be empty)"),
-    "attention.sample_passages": ((int,), _positive, "an integer > 0"),
-    "attention.condition_passages": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
-    "attention.exclude_test_gold": ((bool,), None, "true or false"),
-    "attention.lowest_entities": ((int,), _positive, "an integer > 0"),
-    "attention.min_entities": ((int,), _positive, "an integer > 0"),
-    "attention.example_passage": ((str, type(None)), None, "null or a passage id"),
-    "attention.batch_size": ((int,), _positive, "an integer > 0"),
-    "attention.analysis_passages": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
-    "attention.probe_passages": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
-    "qg.model": ((str,), bool, "a model reference (bundled:minilm, a directory or a hub id)"),
-    "qg.architecture": ((str,), lambda v: v in ("prefix_lm", "bert2bert", "cloze"),
-                        "prefix_lm, bert2bert or cloze (rule-based: no qg.model, no training)"),
-    "qg.con_init": ((str,), lambda v: v in ("model", "uncon"), "model or uncon"),
-    "qg.dropout": ((int, float, type(None)), lambda v: v is None or 0 <= v < 1, "null or a number in [0, 1)"),
-    "qg.entity_marking": ((str,), lambda v: v in ("markers", "segment"), "markers or segment"),
-    "qg.entity_placeholder": ((str, type(None)), lambda v: v is None or (0 < len(v) <= 16 and " " not in v),
-                              "null or a token without spaces, e.g. [ENT]"),
-    "qg.source_max_length": ((int,), lambda v: 16 <= v <= 1024, "an integer in [16, 1024]"),
-    "qg.window_words": ((int, type(None)), lambda v: v is None or v >= 8, "null or an integer >= 8"),
-    "qg.target_max_length": ((int,), lambda v: 8 <= v <= 256, "an integer in [8, 256]"),
-    **_train_rules("qg.train"),
-    "qg.train.max_examples": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
-    "qg.train.heldout": ((int,), _positive, "an integer > 0"),
-    "qg.generate.top_k": ((int,), _nonneg, "an integer >= 0 (0 = no top-k cut)"),
-    "qg.generate.top_p": ((int, float), lambda v: 0 < v <= 1, "a number in (0, 1]"),
-    "qg.generate.samples": ((int,), _positive, "an integer > 0"),
-    "qg.generate.batch_size": ((int,), _positive, "an integer > 0"),
-    "qg.generate.max_new_tokens": ((int,), _positive, "an integer > 0"),
-    "qg.generate.autocast": ((str, type(None)), lambda v: v in (None, "bfloat16", "float16", "auto"),
-                             "null (float32), bfloat16, float16 or auto (bfloat16 where the hardware has it)"),
-    "qg.generate.uncon_passages": ((int,), _positive, "an integer > 0"),
-    "qg.generate.per_replicate": ((bool,), None, "true (a set per seed of dpr.seeds) or false (one set for all)"),
-    "mrc.model": ((str,), bool, "a model reference (bundled:minilm, a directory or a hub id)"),
-    "mrc.train_model": ((bool,), None, "true or false"),
-    "mrc.max_length": ((int,), lambda v: 64 <= v <= 1024, "an integer in [64, 1024]"),
-    "mrc.stride": ((int,), _positive, "an integer > 0"),
-    "mrc.answer_windows_only": ((bool,), None, "true or false"),
-    "mrc.max_answer_length": ((int,), _positive, "an integer > 0"),
-    "mrc.null_threshold": ((int, float), None, "a number"),
-    "mrc.heldout_fraction": ((float,), _prob, "a number in (0, 1)"),
-    "mrc.eval_examples": ((int,), _positive, "an integer > 0"),
-    "mrc.predict_batch_size": ((int,), _positive, "an integer > 0 (reader windows per forward pass, stage 03)"),
-    "mrc.autocast": ((str, type(None)), lambda v: v in (None, "bfloat16", "float16", "auto"),
-                     "null (float32), bfloat16, float16 or auto (bfloat16 where the hardware has it)"),
-    **_train_rules("mrc.train"),
-    "mrc.train.max_examples": ((int, type(None)), lambda v: v is None or v > 0, "null or an integer > 0"),
-    "filtering.stage1": ((str,), lambda v: v in ("roundtrip", "answer_in_passage", "none"),
-                         "roundtrip, answer_in_passage or none"),
-    "filtering.min_confidence": ((int, float), lambda v: 0 <= v <= 1, "a number in [0, 1]"),
-    "filtering.require_overlap": ((bool,), None, "true or false"),
-    "filtering.hardness": ((str,), lambda v: v in ("lowest_score", "rank"), "lowest_score or rank"),
-    "filtering.keep_fraction": ((int, float), lambda v: 0 < v <= 1, "a number in (0, 1]"),
-    "filtering.ablation": ((bool,), None, "true or false"),
-    "filtering.max_rank": ((int,), _positive, "an integer > 0"),
-    "filtering.depth": ((int,), _positive, "an integer > 0"),
-    "filtering.autocast": ((str, type(None)), lambda v: v in (None, "bfloat16", "float16", "auto"),
-                           "null (float32), bfloat16, float16 or auto (bfloat16 where the hardware has it): the "
-                           "hardness encoder's"),
-    "mixing.total": ((int,), lambda v: v >= 2, "an integer >= 2"),
-    "mixing.require_total": ((bool,), None, "true or false"),
-    **{f"yields.{key}": ((int, float), lambda v: 0 < v <= 1, "a share in (0, 1]") for key in (
-        "parsed_uncon", "parsed_con", "roundtrip", "answer_in_passage", "entity_passages", "distinct")},
-    "yields.margin": ((int, float), lambda v: 0 <= v < 1,
-                      "a share in [0, 1): how far below the measured yields the keep rates may come out and the "
-                      "sets still reach their size ('mixing.require_total')"),
-    "mixing.doses": ((list,), lambda v: all(isinstance(n, int) and not isinstance(n, bool) and n >= 2 and n % 2 == 0
-                                            for n in v) and list(v) == sorted(set(v)),
-                     "a list of even sizes >= 2 in increasing order (may be empty)"),
-    "hybrid.variants": ((list,), lambda v: bool(v) and len(set(v)) == len(v) and set(v) <= {x.name for x in
-                                                                                           VARIANT_TABLE},
-                        f"a non-empty list of distinct trained dense variants "
-                        f"({', '.join(x.name for x in VARIANT_TABLE)})"),
-    "pseudo.m": ((int,), _positive, "an integer > 0 (TF-IDF words per pseudo-query)"),
-    "pseudo.m_sweep": ((list,), lambda v: bool(v) and all(isinstance(m, int) and not isinstance(m, bool) and m > 0
-                                                          for m in v), "a non-empty list of integers > 0"),
-    "pseudo.sweep_queries": ((int,), _positive, "an integer > 0 (queries the m sweep searches: a seeded sample)"),
-    "tempqg.min_df": ((int,), _positive, "an integer > 0 (corpus passages an entity must be in to stay)"),
-    "tempqg.threshold": ((int, float), lambda v: 0 < v <= 1, "a number in (0, 1]"),
-    "tempqg.representative": ((str,), lambda v: v in ("shortest", "second_shortest"),
-                              "shortest or second_shortest"),
-    "tempqg.min_cluster_size": ((int,), _positive, "an integer > 0"),
-    "tempqg.samples": ((int,), _positive, "an integer > 0"),
-    "tempqg.stage1": ((str, type(None)), lambda v: v in (None, "roundtrip", "answer_in_passage"),
-                      "null (filtering.stage1, as stage 03), roundtrip or answer_in_passage"),
-    "tempqg.selector.heldout": ((int,), _positive, "an integer > 0"),
-    "tempqg.selector.query_max_length": ((int,), _positive, "an integer > 0 (pieces of the passage the selector reads)"),
-    **train_config.rules("tempqg.selector.train", SELECTOR_TRAIN_KEYS),    # a Poly-DPR: TrainConfig's rules
-    **_train_rules("tempqg.train"),
-    "polydpr.codes": ((int,), _positive, "an integer > 0 (K code vectors per passage; 1 = a single-vector control)"),
-    "polydpr.attend": ((str,), lambda v: v in ("content", "all"), "content or all"),
-    "hybrid.depth": ((int,), _positive, "an integer > 0"),
-    "hybrid.rrf_k": ((int,), lambda v: v >= 0, "an integer >= 0"),
-    "evaluation.ks": ((list,), _ks, "a sorted list of distinct positive integers"),
-    "evaluation.bootstrap_samples": ((int,), lambda v: v >= 100, "an integer >= 100"),
-    "evaluation.confidence": ((float,), _prob, "a number in (0, 1)"),
-    "evaluation.mechanism.min_entities": ((int,), lambda v: v >= 2, "an integer >= 2"),
-    "evaluation.mechanism.moved_sentence_passages": ((int, type(None)), lambda v: v is None or v > 0,
-                                                     "null or an integer > 0"),
-}
+# The profiles are the presets in params/ (a new one is one file: its overlay of mini); argparse's choices.
+PROFILES = settings.PROFILES
+# dotted key -> (allowed types, check or None, what a valid value looks like): the rules the typed settings blocks
+# declare on their fields (ecqg.core.settings), one schema for validation and the typed tree.
+RULES: dict[str, Rule] = settings.Params.rules()
 
 
 def _stride_below_window(flat: dict) -> str | None:
@@ -388,7 +183,7 @@ CROSS_RULES: tuple[Callable[[dict], str | None], ...] = (
 # Input files named in params (dotted key -> path), checked to exist by `check_inputs` before a run starts.
 INPUT_KEYS = ("data.corpus", "data.train_gold", "data.nq_dev", "data.mrc_unanswerable")
 # Keys whose value is a mapping checked as a whole (their children are not separate rules).
-_LEAF_MAPPINGS = {"data.test_sets", "dpr.index.params"}
+_LEAF_MAPPINGS = settings.Params.leaf_mappings()
 
 
 def _flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
