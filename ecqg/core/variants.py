@@ -17,16 +17,20 @@ Foundation module: plain data and names, no torch, so params validation and the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ecqg.core import paths, schemes
+
+if TYPE_CHECKING:   # the settings blocks name this table in their rules: no import at run time (a cycle)
+    from ecqg.core.settings import Dpr, Mixing
 
 TEMPQG = schemes.TEMPQG.name       # the template-conditioned scheme names its set and its DPR variant too
 
 PAPER, RELATED = "paper", "related"          # which seed list: dpr.seeds | dpr.related_seeds
-SEED_LISTS = {PAPER: "dpr.seeds", RELATED: "dpr.related_seeds"}
+SEED_LISTS = {PAPER: "seeds", RELATED: "related_seeds"}   # the ``dpr`` block's field holding each list
 UNTRAINED = "minilm_untrained"               # Table 3's row of the base checkpoint, not fine-tuned
 SPARSE = ("tfidf", "bm25")
 PRE_SUFFIX = "_pre"                          # uncon_pre: a pre-trained variant right after its pre-training
@@ -89,8 +93,9 @@ class Variant:
     def pretrained(self) -> bool:
         return bool(self.pretrain)
 
-    def retriever_kind(self, params: Mapping) -> str:
-        return self.kind or params["dpr"]["model"]
+    def retriever_kind(self, default_kind: str) -> str:
+        """Its retriever kind: its own, else ``default_kind`` (``dpr.model``)."""
+        return self.kind or default_kind
 
 
 TABLE: tuple[Variant, ...] = (
@@ -170,57 +175,54 @@ def synthetic_set(name: str) -> SyntheticSet:
     raise ValueError(f"unknown synthetic set '{name}'; known: {', '.join(SETS)}")
 
 
-def generation_seeds(params: Mapping) -> list[int | None]:
+def generation_seeds(dpr: Dpr, per_replicate: bool) -> list[int | None]:
     """The replicates stages 02-04 sample, filter and mix a set for: every seed of ``dpr.seeds`` (a leading part of
     which is ``dpr.related_seeds``) with ``qg.generate.per_replicate``, so the spread over a synthetic arm's runs
     includes its questions'; else ``[None]``: one set that every replicate reads."""
-    if params["qg"]["generate"]["per_replicate"]:
-        return [int(s) for s in params["dpr"]["seeds"]]
+    if per_replicate:
+        return [int(s) for s in dpr.seeds]
     return [None]
 
 
-def set_path(name: str, seed: int | str | None, params: Mapping) -> Path:
-    """The file of set ``name`` that replicate ``seed`` pre-trains on, under ``params``."""
-    return synthetic_set(name).at(seed if params["qg"]["generate"]["per_replicate"] else None)
+def set_path(name: str, seed: int | str | None, per_replicate: bool) -> Path:
+    """The file of set ``name`` that replicate ``seed`` pre-trains on (``qg.generate.per_replicate``: one set per
+    replicate, else one for all)."""
+    return synthetic_set(name).at(seed if per_replicate else None)
 
 
-def doses(params: Mapping) -> list[int]:
-    return [int(n) for n in params["mixing"].get("doses") or []]
+def doses(mixing: Mixing) -> list[int]:
+    """The dose curve's set sizes (``mixing.doses``)."""
+    return [int(n) for n in mixing.doses or []]
 
 
 # ----------------------------------------------------------------------------------------------- a profile's rows
-def _dotted(params: Mapping, key: str):
-    node = params
-    for part in key.split("."):
-        node = node[part]
-    return node
 
 
 ALL = "all"                                  # ``dpr.variants: all``: every entry of the table
 
 
-def enabled(variant: Variant, params: Mapping) -> bool:
+def enabled(variant: Variant, dpr: Dpr) -> bool:
     """Does the profile train ``variant``? (``dpr.variants`` names it, or is ``all``.)"""
-    chosen = params["dpr"]["variants"]
+    chosen = dpr.variants
     return chosen == ALL or variant.name in chosen
 
 
-def trained(params: Mapping, table: Sequence[Variant] | None = None) -> list[Variant]:
-    """The variants the profile trains, in table order."""
+def trained(dpr: Dpr, table: Sequence[Variant] | None = None) -> list[Variant]:
+    """The variants the profile trains (``dpr.variants``), in table order."""
     table = TABLE if table is None else table
-    return [v for v in table if enabled(v, params)]
+    return [v for v in table if enabled(v, dpr)]
 
 
-def builds(stage: str, params: Mapping, table: Sequence[Variant] | None = None) -> bool:
+def builds(stage: str, dpr: Dpr, table: Sequence[Variant] | None = None) -> bool:
     """Does a trained variant pre-train on a set that ``stage`` writes (``pseudo_queries``, ``tempqg``)? A profile
     without such a variant has no such stage."""
-    return any(synthetic_set(s).stage == stage for v in trained(params, table) for s in v.pretrain)
+    return any(synthetic_set(s).stage == stage for v in trained(dpr, table) for s in v.pretrain)
 
 
-def seeds(variant: Variant | str, params: Mapping) -> list[int]:
+def seeds(variant: Variant | str, dpr: Dpr) -> list[int]:
     """The training seeds of a variant: one replicate each (pre-training, if any, and fine-tuning)."""
     variant = get(variant) if isinstance(variant, str) else variant
-    return [int(s) for s in _dotted(params, SEED_LISTS[variant.seeds])]
+    return [int(s) for s in getattr(dpr, SEED_LISTS[variant.seeds])]
 
 
 def label(system: str, table: Sequence[Variant] | None = None) -> str:
@@ -242,12 +244,12 @@ def label(system: str, table: Sequence[Variant] | None = None) -> str:
     return system
 
 
-def pairs(params: Mapping, table: Sequence[Variant] | None = None) -> list[tuple[str, str]]:
+def pairs(dpr: Dpr, table: Sequence[Variant] | None = None) -> list[tuple[str, str]]:
     """The comparisons (A - B) among the dense rows the profile has: each variant against what it declares, its
     pre-training-only row against what it declares, and :data:`GENERATOR_PAIRS`; pairs with a row the profile lacks
     are left out."""
     table = TABLE if table is None else table
-    names = {v.name for v in trained(params, table)}
+    names = {v.name for v in trained(dpr, table)}
 
     def row(name: str, pre: bool = False) -> str | None:
         if name in SPARSE:
@@ -259,7 +261,7 @@ def pairs(params: Mapping, table: Sequence[Variant] | None = None) -> list[tuple
         return f"dpr_{name}{PRE_SUFFIX if pre else ''}"
 
     out = []
-    for v in trained(params, table):
+    for v in trained(dpr, table):
         out += [(v.system, row(b)) for b in v.against]
         out += [(v.pre_system, row(b, pre=True)) for b in v.pre_against]
     out += [(row(a), row(b)) for a, b in GENERATOR_PAIRS]

@@ -8,30 +8,30 @@ import json
 import random
 from typing import Any, Iterator, Mapping, Sequence, TypeVar
 
-from ecqg.core import paths, variants
+from ecqg.core import paths, settings, variants
 from ecqg.data.records import read_corpus
 from ecqg.core.io import read_jsonl
 
 T = TypeVar("T")
 
 
-def seeds(params: Mapping, variant: str | None = None) -> list[int]:
+def seeds(dpr: settings.Dpr, variant: str | None = None) -> list[int]:
     """The training seeds of ``variant`` (one replicate each; ``ecqg.core.variants``): ``dpr.seeds`` for the paper's
     variants (and for no variant named), ``dpr.related_seeds`` for the related system's."""
     if variant is None:
-        return list(params["dpr"]["seeds"])
-    return variants.seeds(variant, params)
+        return list(dpr.seeds)
+    return variants.seeds(variant, dpr)
 
 
-def related_seeds(params: Mapping) -> list[int]:
+def related_seeds(dpr: settings.Dpr) -> list[int]:
     """The training seeds of the related system's retrievers and of every BM25 hybrid (``dpr.related_seeds``)."""
-    return list(params["dpr"]["related_seeds"])
+    return list(dpr.related_seeds)
 
 
-def primary_seed(params: Mapping) -> int:
+def primary_seed(dpr: settings.Dpr) -> int:
     """The first replicate's seed, whose models feed the analyses that need one model per variant (stages 01, 03,
     06's attention in depth)."""
-    return seeds(params)[0]
+    return dpr.seeds[0]
 
 
 def fingerprint(*parts: Any) -> str:
