@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ecqg.core import config, variants
+from ecqg.core import config, settings, variants
 
 REPO = Path(__file__).resolve().parents[1]
 TOY = variants.Variant("toy", "Toy-DPR", kind="polydpr", pretrain=("uncon", "tempqg"), seeds=variants.PAPER,
@@ -26,6 +26,8 @@ def test_a_toy_variant_is_one_table_entry(with_toy):
     from ecqg.pipeline import dense, results
 
     params = {**with_toy, "dpr": {**with_toy["dpr"], "seeds": [1, 2]}}
+    typed = settings.of(params)
+    rows = (typed.dpr, typed.mixing, typed.hybrid)
     text = dag.render(params)
     pre, fine = text.split("\n  pretrain_toy:")[1], text.split("\n  finetune_toy:")[1]
     # its replicate's own UnCon set (qg.generate.per_replicate), TempQG's one set
@@ -35,13 +37,13 @@ def test_a_toy_variant_is_one_table_entry(with_toy):
     assert "outputs/models/dpr_toy_pre_s${item.seed}" in fine.split("outs:")[0]   # fine-tunes its own replicate's
     assert variants.pretrain_stage("toy", 2) == "pretrain_toy@2"
     assert variants.stage_name("retrieve", "toy", 2) == "retrieve_dense@toy-2"
-    assert "dpr_toy" in results.table3_systems(params) and "dpr_toy_pre" in results.table3_systems(params)
+    assert "dpr_toy" in results.table3_systems(*rows) and "dpr_toy_pre" in results.table3_systems(*rows)
     assert results.system_labels()["dpr_toy"] == "Toy-DPR (ours)"
     assert results.system_labels()["dpr_toy_pre"] == "Toy, pre-training only (ours)"
-    assert ("dpr_toy", "dpr_mixed") in results.comparison_pairs(params)
-    assert ("dpr_toy_pre", "minilm_untrained") in results.comparison_pairs(params)
-    assert dense.seed_runs(params)["dpr_toy_pre"] == ["dpr_toy_pre_s1", "dpr_toy_pre_s2"]
-    assert "dpr_toy" not in results.attention_systems(params)      # a Poly-DPR: no one [CLS] vector to analyse
+    assert ("dpr_toy", "dpr_mixed") in results.comparison_pairs(*rows)
+    assert ("dpr_toy_pre", "minilm_untrained") in results.comparison_pairs(*rows)
+    assert dense.seed_runs(typed.dpr, typed.mixing)["dpr_toy_pre"] == ["dpr_toy_pre_s1", "dpr_toy_pre_s2"]
+    assert "dpr_toy" not in results.attention_systems(typed.dpr)      # a Poly-DPR: no one [CLS] vector to analyse
 
 
 def test_unknown_names_are_refused_with_the_known_ones():
@@ -56,11 +58,14 @@ def test_unknown_names_are_refused_with_the_known_ones():
 def test_sets_are_per_replicate_exactly_where_params_say():
     params = config.preset("mini", REPO / "params")
     params = {**params, "dpr": {**params["dpr"], "seeds": [3, 4]}}
-    assert variants.generation_seeds(params) == [3, 4]
-    assert variants.set_path("uncon", 4, params) == Path("outputs/synthetic/s4/uncon.json")
+    per_replicate = settings.of(params).qg.generate.per_replicate
+    assert per_replicate
+    assert variants.generation_seeds(settings.of(params).dpr, per_replicate) == [3, 4]
+    assert variants.set_path("uncon", 4, per_replicate) == Path("outputs/synthetic/s4/uncon.json")
     shared = {**params, "qg": {**params["qg"], "generate": {**params["qg"]["generate"], "per_replicate": False}}}
-    assert variants.generation_seeds(shared) == [None]
-    assert variants.set_path("uncon", 4, shared) == Path("outputs/synthetic/uncon.json")
+    shared_replicates = settings.of(shared).qg.generate.per_replicate
+    assert variants.generation_seeds(settings.of(shared).dpr, shared_replicates) == [None]
+    assert variants.set_path("uncon", 4, shared_replicates) == Path("outputs/synthetic/uncon.json")
 
 
 def test_the_papers_orderings_come_from_the_table():

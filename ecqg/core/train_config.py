@@ -1,5 +1,6 @@
 """The settings of one DPR training run with their rules, declared once: the trainer builds its config from them and
-params validation (``ecqg.core.config``: ``dpr.finetune``, ``dpr.pretrain``) reads the same rules.
+the typed settings of the DPR training blocks (``ecqg.core.settings``: ``dpr.finetune``, ``dpr.pretrain``,
+``tempqg.selector.train``), which params validation reads, declare their fields with the same rules.
 
 Why here and not in :mod:`ecqg.retrieval.train`: params validation runs before any stage and must not import torch;
 and a rule written twice (it was: patience had one rule in ``config.py`` and another in the trainer) drifts.
@@ -8,7 +9,7 @@ and a rule written twice (it was: patience had one rule in ``config.py`` and ano
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,8 +113,3 @@ def check(name: str, value) -> str | None:
     if not isinstance(value, types) or (ok is not None and not ok(value)):
         return expected
     return None
-
-
-def rules(prefix: str, names: Sequence[str]) -> dict[str, Rule]:
-    """``{prefix.name: rule}`` for params validation (``ecqg.core.config.RULES``) of a params block holding ``names``."""
-    return {f"{prefix}.{name}": rule(name) for name in names}

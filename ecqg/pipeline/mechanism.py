@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ecqg.core import paths
+from ecqg.core import paths, settings
 from ecqg.retrieval import evaluation, probes
 from ecqg.analysis import mechanism, tables
 from ecqg.pipeline import dense as pipeline
@@ -24,28 +24,30 @@ from ecqg.pipeline.located import (TEST_SET, fits_encoder, gold_counts, gold_pas
 
 log = logging.getLogger(__name__)
 
-def systems(params: Mapping) -> list[str]:
+def systems(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.Hybrid) -> list[str]:
     """07's systems: Table 3's rows (``ecqg.pipeline.results.table3_systems``), each with an NQ run."""
     from ecqg.pipeline import results
 
-    return results.table3_systems(params)
+    return results.table3_systems(dpr, mixing, fused)
 
 
-def dense_systems(params: Mapping) -> list[str]:
+def dense_systems(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.Hybrid) -> list[str]:
     """Table 3's dense rows (the untrained encoder, the pre-training-only rows, every trained variant): the systems
     the moved-sentence probe loads, one model per training seed."""
     from ecqg.pipeline import hybrid, results
 
-    fused = set(hybrid.systems(params))
-    return [s for s in results.table3_systems(params) if s not in results.SPARSE_SYSTEMS and s not in fused]
+    hybrids = set(hybrid.systems(fused, dpr))
+    return [s for s in results.table3_systems(dpr, mixing, fused) if s not in results.SPARSE_SYSTEMS
+            and s not in hybrids]
 
 
-def pairs(params: Mapping) -> list[tuple[str, str]]:
+def pairs(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.Hybrid) -> list[tuple[str, str]]:
     """07's paired comparisons: Table 3's among the dense models (``ecqg.core.variants``), not those against a sparse
     run or the untrained encoder."""
     from ecqg.pipeline import results
 
-    return [(a, b) for a, b in results.comparison_pairs(params) if a.startswith("dpr_") and b.startswith("dpr_")]
+    return [(a, b) for a, b in results.comparison_pairs(dpr, mixing, fused)
+            if a.startswith("dpr_") and b.startswith("dpr_")]
 
 
 # =========================================================================================================== slices
@@ -77,10 +79,12 @@ def psi_table(hits: Mapping[str, np.ndarray], masks: Mapping[str, np.ndarray], k
 
 
 # ================================================================================================ entity attention
-def entity_attention(params: Mapping, locations: pd.DataFrame, analyses: Mapping, passages: Mapping[str, Mapping],
-                     questions: Sequence[Mapping], progress: bool = True) -> pd.DataFrame:
+def entity_attention(dpr: settings.Dpr, batch_size: int, min_entities: int, locations: pd.DataFrame,
+                     analyses: Mapping, passages: Mapping[str, Mapping], questions: Sequence[Mapping],
+                     progress: bool = True) -> pd.DataFrame:
     """Per question (aligned with ``questions``): the baseline DPR's attention rank of its answer entity among its
-    gold passage's entities (first training seed, the model stage 01 studies), with a status for the others."""
+    gold passage's entities (first training seed, the model stage 01 studies), with a status for the others.
+    ``batch_size``: ``attention.batch_size``; ``min_entities``: ``evaluation.mechanism.min_entities``."""
     from ecqg.analysis.attention import cls_attention, entity_scores
 
     where = [i for i, r in enumerate(locations.itertuples()) if r.status == "ok"]
@@ -88,13 +92,12 @@ def entity_attention(params: Mapping, locations: pd.DataFrame, analyses: Mapping
                for i in where]
     with_entity = [i for i, index in zip(where, matched) if index is not None]
     pids = [locations.passage_id.iloc[i] for i in with_entity]
-    model = pipeline.load_model("baseline", params, attn_implementation="eager")
+    model = pipeline.load_model("baseline", dpr, attn_implementation="eager")
     attention = cls_attention(model, [passages[p].get("title") or "" for p in pids],
-                              [passages[p]["text"] for p in pids], params["attention"]["batch_size"], progress=progress)
+                              [passages[p]["text"] for p in pids], batch_size, progress=progress)
     scores = {i: entity_scores(pa, analyses[pid].entities, len(passages[pid]["text"]))
               for i, pid, pa in zip(with_entity, pids, attention)}
-    ranked = mechanism.entity_attention_ranks([scores.get(i, []) for i in where], matched,
-                                              params["evaluation"]["mechanism"]["min_entities"])
+    ranked = mechanism.entity_attention_ranks([scores.get(i, []) for i in where], matched, min_entities)
     rows = [{"status": "not_located", "rank": -1, "n_entities": 0, "third": None, "attention": math.nan}
             for _ in questions]
     for i, row in zip(where, ranked.to_dict("records")):
@@ -103,12 +106,13 @@ def entity_attention(params: Mapping, locations: pd.DataFrame, analyses: Mapping
 
 
 # ============================================================================================ moved-sentence probe
-def dense_models(params: Mapping) -> dict[str, list[tuple[str, int | None]]]:
+def dense_models(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.Hybrid
+                 ) -> dict[str, list[tuple[str, int | None]]]:
     """Each dense system -> (variant, seed) of each of its models (one per training seed)."""
-    runs = pipeline.seed_runs(params)
+    runs = pipeline.seed_runs(dpr, mixing)
     untrained = pipeline.system_name(pipeline.UNTRAINED)
     out: dict[str, list[tuple[str, int | None]]] = {untrained: [(pipeline.UNTRAINED, None)]}
-    for system in dense_systems(params):
+    for system in dense_systems(dpr, mixing, fused):
         if system == untrained:
             continue
         variant = system.removeprefix("dpr_")
@@ -116,17 +120,17 @@ def dense_models(params: Mapping) -> dict[str, list[tuple[str, int | None]]]:
     return {system: models for system, models in out.items() if models}
 
 
-def moved_sentence_gaps(params: Mapping, pairs: Sequence[Mapping],
+def moved_sentence_gaps(dpr: settings.Dpr, pairs: Sequence[Mapping],
                         models: Mapping[str, Sequence[tuple[str, int | None]]],
                         progress: bool = False) -> tuple[dict[str, np.ndarray], pd.DataFrame]:
     """Front - end score gaps (seeds x pairs) per system, and the per-model scores (tidy) for inspection."""
     gaps, rows = {}, []
-    encode = params["dpr"]["encode"]
+    encode = dpr.encode
     for system, members in models.items():
         per_seed = []
         for variant, seed in members:
-            model = pipeline.load_model(variant, params, seed)
-            front, end = probes.moved_sentence_scores(model, pairs, encode["batch_size"], encode["autocast"],
+            model = pipeline.load_model(variant, dpr, seed)
+            front, end = probes.moved_sentence_scores(model, pairs, encode.batch_size, encode.autocast,
                                                          progress)
             per_seed.append(front - end)
             rows += [{"system": system, "seed": seed, "question_id": p["question_id"], "front": float(f),

@@ -30,6 +30,7 @@ import pandas as pd
 from ecqg.analysis.attention import cls_attention, entity_scores, select_entities
 from ecqg.analysis.mechanism import attention_third, answer_entity
 from ecqg.analysis.stats import one_sample_interval
+from ecqg.core import settings
 from ecqg.pipeline import dense, located
 from ecqg.pipeline.attention_bias import sample_passages
 
@@ -148,22 +149,23 @@ def slice_units(hits: np.ndarray, thirds: Sequence[str | None]) -> dict[str, np.
     return {name: hits[[t == name for t in thirds]] for name in (LEAST, MOST)}
 
 
-def measure_model(model, system: str, params: Mapping, study: Mapping, nq: Mapping) -> dict:
-    """Every unit-level value of one model (a run, or the untrained base), per aggregation."""
-    batch = params["attention"]["batch_size"]
+def measure_model(model, system: str, attention: settings.Attention, min_entities: int, study: Mapping,
+                  nq: Mapping) -> dict:
+    """Every unit-level value of one model (a run, or the untrained base), per aggregation. ``min_entities``:
+    ``evaluation.mechanism.min_entities`` (07's entity-attention slices)."""
+    batch = attention.batch_size
     entities = _entity_frame(model, study["passages"], study["analyses"], batch)
     out: dict = {"aggregations": {}}
     selections = {}
     for how in AGGREGATIONS:
-        selection = select_entities(aggregated(entities, how), params["attention"]["lowest_entities"],
-                                    params["attention"]["min_entities"])
+        selection = select_entities(aggregated(entities, how), attention.lowest_entities, attention.min_entities)
         selections[how] = selection
         out["aggregations"][how] = {"position": position_units(selection),
                                     "lengths": length_profile(entities, selection),
                                     "probe": probe_gaps(model, selection, study["by_id"], batch)}
     out["lowest_sets_agree"] = lowest_sets_agree(selections["sum"], selections["mean"])
     thirds = answer_thirds(model, nq["questions"], nq["locations"], nq["analyses"], nq["passages"], batch,
-                           params["evaluation"]["mechanism"]["min_entities"])
+                           min_entities)
     hits = _hits(system, nq["questions"], nq["text_of"])
     out["top_k"] = hits.mean(axis=0)
     for how in AGGREGATIONS:
@@ -245,40 +247,44 @@ def summarise(per_model: Mapping[str, Sequence[Mapping]]) -> dict:
     return out
 
 
-def studied(params: Mapping) -> dict:
+def studied(s: settings.Params) -> dict:
     """Stage 01's passages and their spaCy analyses (shared by every model measured)."""
     from ecqg.data.text import analyze
 
-    passages, sampling = sample_passages(params)
+    passages, sampling = sample_passages(s)
     return {"passages": passages, "analyses": analyze([p["text"] for p in passages]),
             "by_id": {p["id"]: p for p in passages}, "sampling": sampling}
 
 
-def nq_slices(params: Mapping) -> dict:
+def nq_slices(s: settings.Params) -> dict:
     """NQ test questions with their gold passages located (07's inputs), and the corpus texts for the hits."""
     from ecqg.pipeline.results import load_passage_texts
 
-    questions = located.nq_questions(params)
+    questions = located.nq_questions(s)
     passages = located.gold_passage_records(questions)
     locations, analyses = located.locate(questions, passages)
     return {"questions": questions, "passages": passages, "locations": locations, "analyses": analyses,
             "text_of": load_passage_texts()}
 
 
-def measure(params: Mapping, seeds: Sequence[int] | None = None) -> dict:
-    """The premise of ``params``' profile: the untrained base and every ``dpr_baseline`` run it has trained."""
-    seeds = list(params["dpr"]["seeds"] if seeds is None else seeds)
-    study, nq = studied(params), nq_slices(params)
+def measure(s: settings.Params, seeds: Sequence[int] | None = None) -> dict:
+    """The premise of a profile: the untrained base and every ``dpr_baseline`` run it has trained. Takes the whole
+    tree: it runs stage 01's sample, 07's NQ slices and the dense models on one profile."""
+    seeds = list(s.dpr.seeds if seeds is None else seeds)
+    study, nq = studied(s), nq_slices(s)
+    min_entities = s.evaluation.mechanism.min_entities
     per_model: dict[str, list] = {"untrained": [], "dpr_baseline": []}
-    base = dense.base_retriever(params, attn_implementation="eager")
-    per_model["untrained"].append(measure_model(base, dense.system_name(dense.UNTRAINED), params, study, nq))
+    base = dense.base_retriever(s.dpr, attn_implementation="eager")
+    per_model["untrained"].append(measure_model(base, dense.system_name(dense.UNTRAINED), s.attention, min_entities,
+                                                study, nq))
     del base
     for seed in seeds:
         log.info("premise: DPR run of seed %d", seed)
-        model = dense.load_model("baseline", params, seed, attn_implementation="eager")
-        per_model["dpr_baseline"].append(measure_model(model, dense.system_name("baseline", seed), params, study, nq))
+        model = dense.load_model("baseline", s.dpr, seed, attn_implementation="eager")
+        per_model["dpr_baseline"].append(measure_model(model, dense.system_name("baseline", seed), s.attention,
+                                                       min_entities, study, nq))
         del model
-    return {"setting": {"profile": params["profile"], "base_model": params["dpr"]["base_model"], "seeds": seeds,
+    return {"setting": {"profile": s.profile, "base_model": s.dpr.base_model, "seeds": seeds,
                         "studied_passages": study["sampling"], "nq_questions": len(nq["questions"]),
-                        "n_lowest": params["attention"]["lowest_entities"], "min_entities": params["attention"]["min_entities"]},
+                        "n_lowest": s.attention.lowest_entities, "min_entities": s.attention.min_entities},
             "systems": summarise(per_model)}

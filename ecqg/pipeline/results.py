@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ecqg.core import paths, variants
+from ecqg.core import paths, settings, variants
 from ecqg.core.bases import untrained_label
 from ecqg.core.choices import traits
 from ecqg.retrieval import evaluation
@@ -221,19 +221,19 @@ SPARSE_SYSTEMS = variants.SPARSE
 UNTRAINED_SYSTEM = variants.UNTRAINED      # the base checkpoint, not fine-tuned (``dense.system_name(UNTRAINED)``)
 
 
-def table3_systems(params: Mapping) -> list[str]:
+def table3_systems(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.Hybrid) -> list[str]:
     """Table 3's rows in order: the sparse retrievers, the untrained encoder, each pre-trained variant right after
     pre-training (and the dose curve's rows), every trained variant, the BM25 + dense hybrids; only the variants the
     profile trains."""
     from ecqg.pipeline import dense, hybrid
 
-    trained = variants.trained(params)
+    trained = variants.trained(dpr)
     return [*SPARSE_SYSTEMS, UNTRAINED_SYSTEM, *(v.pre_system for v in trained if v.pretrained),
-            *(v.pre_system for v in dense.dose_variants(params)), *(v.system for v in trained),
-            *hybrid.systems(params)]
+            *(v.pre_system for v in dense.dose_variants(mixing)), *(v.system for v in trained),
+            *hybrid.systems(fused, dpr)]
 
 
-def comparison_pairs(params: Mapping) -> list[tuple[str, str]]:
+def comparison_pairs(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.Hybrid) -> list[tuple[str, str]]:
     """The paired comparisons (A - B) of Table 3, each a question the study asks: sparse against sparse, every
     variant against what the table says it is compared with (``ecqg.core.variants``: the paper's three orderings,
     architecture, generator-free and template-conditioned pre-training, Luo et al.'s recipe, each right after
@@ -241,55 +241,57 @@ def comparison_pairs(params: Mapping) -> list[tuple[str, str]]:
     (:func:`ecqg.pipeline.hybrid.pairs`)."""
     from ecqg.pipeline import dense, hybrid
 
-    doses = dense.dose_variants(params)
-    dose_pairs = [(f"dpr_mixed_d{n}_pre", f"dpr_uncon_d{n}_pre") for n in variants.doses(params)]
+    doses = dense.dose_variants(mixing)
+    dose_pairs = [(f"dpr_mixed_d{n}_pre", f"dpr_uncon_d{n}_pre") for n in variants.doses(mixing)]
     dose_pairs += [(v.pre_system, UNTRAINED_SYSTEM) for v in doses]
-    pairs = [("bm25", "tfidf"), *variants.pairs(params), *dose_pairs, *hybrid.pairs(params)]
-    rows = set(table3_systems(params))
+    pairs = [("bm25", "tfidf"), *variants.pairs(dpr), *dose_pairs, *hybrid.pairs(fused, dpr)]
+    rows = set(table3_systems(dpr, mixing, fused))
     return [pair for pair in pairs if set(pair) <= rows]
 
 
-def attention_systems(params: Mapping) -> list[str]:
+def attention_systems(dpr: settings.Dpr) -> list[str]:
     """The one-vector dense models whose [CLS] attention 06 analyses and which answer the Table 1 probe."""
-    return [v.system for v in variants.trained(params) if traits(v.retriever_kind(params)).one_vector]
+    return [v.system for v in variants.trained(dpr) if traits(v.retriever_kind(dpr.model)).one_vector]
 
 
-def poly_systems(params: Mapping) -> list[str]:
+def poly_systems(dpr: settings.Dpr) -> list[str]:
     """The fine-tuned Poly-DPR models: probed with their inference score (best code) and whose codes 06 reads
     (their pre-training-only rows stay Table 3 rows, as DPR's do)."""
-    return [v.system for v in variants.trained(params) if not traits(v.retriever_kind(params)).one_vector]
+    return [v.system for v in variants.trained(dpr) if not traits(v.retriever_kind(dpr.model)).one_vector]
 
 
-def seed_systems(params: Mapping) -> list[str]:
+def seed_systems(dpr: settings.Dpr) -> list[str]:
     """The paper's variants (DPR, UnCon-DPR, Mixed-DPR, as far as the profile trains them), trained with every seed
     of ``dpr.seeds``: the ones 06 measures replicate by replicate."""
-    return [v.system for v in variants.trained(params) if v.seeds == variants.PAPER]
+    return [v.system for v in variants.trained(dpr) if v.seeds == variants.PAPER]
 
 
 # --- 06's analyses of every training seed and of Poly-DPR's codes ---------------------------------------------------
-def attention_by_seed(params: Mapping, studied: Sequence[Mapping], sentences: Sequence, probes: Sequence[Mapping],
+def attention_by_seed(dpr: settings.Dpr, eval_settings: settings.Evaluation, boot_seed: int, batch_size: int,
+                      studied: Sequence[Mapping], sentences: Sequence, probes: Sequence[Mapping],
                       probe_passages: Sequence[Mapping], first: tuple[pd.DataFrame, pd.DataFrame],
                       compared: Sequence[str], progress: bool = True,
                       measured_out: dict | None = None) -> pd.DataFrame:
     """One row per seed of ``dpr.seeds`` and comparison of ``compared`` (``ecqg.analysis.encoder_comparison.seed_rows``):
     the first seed's attention and probe summaries are ``first`` (already measured); every further seed's models
     measure the same passages and probe questions, one seed in memory at a time. ``measured_out``: filled with
-    ``seed -> (per-passage attention, probe scores)`` of every further seed, for the per-run evidence files."""
+    ``seed -> (per-passage attention, probe scores)`` of every further seed, for the per-run evidence files.
+    ``boot_seed``: the bootstrap's (the profile's ``seed``); ``batch_size``: the attention pass's
+    (``attention.batch_size``)."""
     from ecqg.analysis import encoder_comparison as ec
     from ecqg.pipeline import common, dense
 
-    ev = params["evaluation"]
-    boot = dict(n_boot=ev["bootstrap_samples"], seed=params["seed"], confidence=ev["confidence"])
-    seeds = common.seeds(params)
+    boot = dict(n_boot=eval_settings.bootstrap_samples, seed=boot_seed, confidence=eval_settings.confidence)
+    seeds = common.seeds(dpr)
     pairs = [p for p in ec.DEFAULT_PAIRS if set(p) <= set(compared)]
     attention, probe = {seeds[0]: first[0]}, {seeds[0]: first[1][first[1].encoder.isin(compared)]}
     for seed in seeds[1:]:
-        models = {name: dense.load_model(name.removeprefix("dpr_"), params, seed=seed, attn_implementation="eager")
+        models = {name: dense.load_model(name.removeprefix("dpr_"), dpr, seed=seed, attn_implementation="eager")
                   for name in compared}
-        measured = ec.compare_attention(models, studied, batch_size=params["attention"]["batch_size"],
+        measured = ec.compare_attention(models, studied, batch_size=batch_size,
                                         progress=progress, sentences=sentences)
         attention[seed] = ec.attention_summary(measured, pairs, **boot)
-        scores = ec.probe_scores(models, probes, probe_passages, batch_size=params["dpr"]["encode"]["batch_size"])
+        scores = ec.probe_scores(models, probes, probe_passages, batch_size=dpr.encode.batch_size)
         probe[seed] = ec.probe_summary(scores, **boot)
         if measured_out is not None:
             measured_out[seed] = (measured, scores)
