@@ -35,13 +35,14 @@ def main() -> None:
     parser.add_argument("--choices", type=int, nargs="+", default=[0, 1], help="hard negatives per question")
     args = parser.parse_args()
 
-    params = config.load(args.params)
-    seed = dense.primary_seed(params)              # the first replicate's pre-training seed
-    gold = [r for part in dense.gold_records(params).values() for r in part]
-    gold_heldout = split_records(gold, params["dpr"]["finetune"]["heldout"], dense.primary_seed(params))[1]
-    synthetic = dense.synthetic_records(args.variant, seed, params)[:args.max_examples]
-    train, synthetic_heldout = split_records(synthetic, params["dpr"]["pretrain"]["heldout"], seed)
-    print(json.dumps({"profile": params["profile"], "variant": args.variant, "train_examples": len(train),
+    s = config.load_settings(args.params)
+    dpr = s.dpr
+    seed = dense.primary_seed(dpr)                 # the first replicate's pre-training seed
+    gold = [r for part in dense.gold_records(dpr.finetune, s.seed).values() for r in part]
+    gold_heldout = split_records(gold, dpr.finetune.heldout, dense.primary_seed(dpr))[1]
+    synthetic = dense.synthetic_records(args.variant, seed, s.qg.generate.per_replicate)[:args.max_examples]
+    train, synthetic_heldout = split_records(synthetic, dpr.pretrain.heldout, seed)
+    print(json.dumps({"profile": s.profile, "variant": args.variant, "train_examples": len(train),
                       "gold_heldout": len(gold_heldout), "synthetic_heldout": len(synthetic_heldout)}), flush=True)
 
     def report(name: str, model, extra: dict) -> None:
@@ -51,10 +52,12 @@ def main() -> None:
                           "gold": {k: round(v, 4) for k, v in gold_metrics.items()},
                           "synthetic": {k: round(v, 4) for k, v in synthetic_metrics.items()}}), flush=True)
 
-    report("untrained", dense.base_retriever(params), {})
+    own = dense.kind_block(s, dpr.model)
+    report("untrained", dense.base_retriever(dpr, kind_settings=own), {})
     for hard_negatives in args.choices:
-        model = dense.base_retriever(params)
-        config_ = dataclasses.replace(dense.train_config(params, "pretrain", seed), hard_negatives=hard_negatives)
+        model = dense.base_retriever(dpr, kind_settings=own)
+        config_ = dataclasses.replace(dpr.pretrain.train_config(seed, s.collective_timeout_minutes),
+                                      hard_negatives=hard_negatives)
         with tempfile.TemporaryDirectory() as run_dir:
             start = time.perf_counter()
             history = train_biencoder(model, train, None, config_, Path(run_dir), resume=False, progress=False)

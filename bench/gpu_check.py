@@ -660,6 +660,7 @@ def stage_counts(paper: dict) -> dict[str, int]:
     """How many corpus encodings, fine-tunings and pre-trainings the paper profile's DAG runs (the stages
     ``ecqg.tooling.dag`` writes for its ``dpr.variants``, ``foreach`` / ``matrix`` expanded; their code dependencies are
     not worked out, which would need nbformat for the notebook stages)."""
+    from ecqg.core import settings
     from ecqg.tooling import dag as dag_writer
     from ecqg.tooling.dvc_stages import expanded_stages
 
@@ -668,7 +669,8 @@ def stage_counts(paper: dict) -> dict[str, int]:
             return {"foreach": stage.foreach, "do": {"cmd": stage.cmd}}
         return {"matrix": stage.matrix, "cmd": stage.cmd} if stage.matrix else {"cmd": stage.cmd}
 
-    dag = {"stages": {stage.name: block(stage) for stage in dag_writer.stages(paper)}}
+    tree = settings.of(paper)
+    dag = {"stages": {stage.name: block(stage) for stage in dag_writer.stages(tree.dpr, tree.qg)}}
     names = [name for name, _ in expanded_stages(dag, paper)]
     return {"encodings": sum(n.startswith(("retrieve_dense", "retrieve_pretrained", "retrieve_untrained",
                                            "retrieve_dose")) for n in names),  # untrained, dense, pre-trained only

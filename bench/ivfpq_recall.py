@@ -35,7 +35,7 @@ def main() -> int:
 
     import faiss
 
-    from ecqg.core import config, paths
+    from ecqg.core import config, paths, settings
     from ecqg.core.device import host
     from ecqg.pipeline import located
     from ecqg.pipeline.results import load_passage_texts
@@ -45,13 +45,13 @@ def main() -> int:
     from ecqg.retrieval.retriever import load_retriever
     from ecqg.retrieval.run_files import read_run
 
-    params = config.load()
+    s = settings.of(config.load())
     variant_seed = args.run.removeprefix("dpr_")
     flat, ids = faiss_index.load_index(paths.DENSE_INDEXES / variant_seed, use_gpu=False)
     vectors = flat.reconstruct_n(0, flat.ntotal)
     n, dim = vectors.shape
     nlist = 2 ** round(math.log2(4 * math.sqrt(n)))
-    questions = located.nq_questions(params)
+    questions = located.nq_questions(s.data, s.retrieval)
     model = load_retriever(paths.MODELS / args.run)
     queries = encode_queries(model, [q["question"] for q in questions], progress=False)
     qids = [str(q["id"]) for q in questions]

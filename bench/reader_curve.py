@@ -23,7 +23,7 @@ import re
 import time
 from pathlib import Path
 
-from ecqg.core import config
+from ecqg.core import config, settings
 from ecqg.core.device import cpu_name
 from ecqg.filtering import build_mrc_model, evaluate_mrc
 from ecqg.pipeline import synthetic as sp
@@ -82,7 +82,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     params = config.load(args.params)
-    train, heldout, counts = sp.mrc_data(params)
+    s = settings.of(params)
+    train, heldout, counts = sp.mrc_data(s.mrc, s.data.mrc_unanswerable, s.seed)
     checkpoints, train_seconds = list(args.checkpoints), None
     if args.train:
         trained, train_seconds = train_keeping_checkpoints(params, train, args.train, args.max_steps,
@@ -94,7 +95,8 @@ def main() -> None:
     for path in sorted(checkpoints, key=step_of):
         model, tokenizer = build_mrc_model(str(path))
         start = time.perf_counter()
-        predictions, _ = sp.read(model, tokenizer, heldout, None, params, progress=False)
+        predictions, _ = sp.read(model, tokenizer, heldout, None, s.mrc, progress=False, processes=s.processes,
+                                 launcher_args=s.launcher_args)
         quality = evaluate_mrc(predictions, heldout)
         rows.append({"step": step_of(path), **{k: round(float(quality[k]), 2) for k in KEEP},
                      "seconds": round(time.perf_counter() - start, 1)})

@@ -144,7 +144,8 @@ def _mixing() -> dict:
     params = config.load()
     kept = [r for _, r in read_jsonl("kept.jsonl")]
     pool, _ = mixing.dedupe([r for r in kept if r["generator"] == "con"] +
-                            [r for r in kept if r["generator"] == "uncon"], sp.test_question_keys(params))
+                            [r for r in kept if r["generator"] == "uncon"],
+                            sp.test_question_keys(params["data"]["test_sets"]))
     pools = {g: [r for r in pool if r["generator"] == g] for g in ("uncon", "con")}
     total = len(pools["uncon"]) - len(pools["uncon"]) % 2
     mixed, uncon, _ = mixing.build_sets(pools["uncon"], pools["con"], total, params["seed"])
@@ -164,9 +165,9 @@ def _tempqg_templates() -> dict:
     from ecqg.data.dpr import read_dpr_retriever_json
     from ecqg.pipeline.tempqg import build_templates, corpus_texts
 
-    params = config.load()
+    s = config.load_settings()
     train = [{"question": r["question"]} for r in read_dpr_retriever_json(paths.TRAIN_GOLD_DPR)]
-    templates, chosen = build_templates(params, train, corpus_texts())
+    templates, chosen = build_templates(s.tempqg, train, corpus_texts())
     return {"questions": len(train), "candidate_clusters": len(chosen)}
 
 

@@ -159,11 +159,12 @@ def pack(out: Path, sets: Path | None = None) -> None:
     import safetensors.torch
     import torch
 
-    from ecqg.core import config
+    from ecqg.core import config, settings
     from ecqg.runtime.models import resolve_model
     from ecqg.pipeline.located import moved_pairs
 
     params = config.load("params.yaml")
+    s = settings.of(params)
     rebuilt = rebuilt_sets(sets) if sets else {}
     missing = [f for f in DATA_FILES if f not in rebuilt and not Path(f).exists()]
     if missing:
@@ -171,8 +172,8 @@ def pack(out: Path, sets: Path | None = None) -> None:
                          + ("" if sets else " (or `dvc repro training_data` and pack --sets with an exported file)"))
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile("params.yaml", out / "params.yaml")
-    probe, dropped = moved_pairs(params, params["dpr"]["finetune"]["curve_probe_passages"])
-    (out / "probe.json").write_text(json.dumps({"max_pairs": params["dpr"]["finetune"]["curve_probe_passages"],
+    probe, dropped = moved_pairs(s.dpr, s.data, s.retrieval, s.seed, s.dpr.finetune.curve_probe_passages)
+    (out / "probe.json").write_text(json.dumps({"max_pairs": s.dpr.finetune.curve_probe_passages,
                                                 "pairs": probe, "left_out": dropped}), encoding="utf-8")
     with tarfile.open(out / "data.tar.xz", "w:xz") as tar:
         for name in DATA_FILES:
@@ -247,20 +248,20 @@ def plan(seeds: list[int], poly: bool, doses: list[int] = ()) -> list[dict]:
     return jobs
 
 
-def write_dose_sets(workdir: Path, params: dict) -> list[str]:
-    """Stage 04's dose sets (``mixing.doses``) rebuilt from the packed full sets with stage 04's own cut
+def write_dose_sets(workdir: Path, mixing, seed: int) -> list[str]:
+    """Stage 04's dose sets (``mixing.doses``; ``seed``: the profile's) rebuilt from the packed full sets with stage 04's own cut
     (``ecqg.filtering.mixing.dose_sets``: UnCon's first n, Mixed's first n/2 of each generator, reshuffled, seeded): the same
     files, so a sweep needs no second copy of the questions."""
     from ecqg.data.dpr import read_dpr_retriever_json, write_dpr_retriever_json
     from ecqg.filtering.mixing import dose_sets
     from ecqg.core.variants import SETS, doses, dose_set
 
-    sizes = doses(params)
+    sizes = doses(mixing)
     if not sizes:
         return []
     full = {name: list(read_dpr_retriever_json(workdir / SETS[name].path)) for name in PRETRAINED}
     written = []
-    for size, cut in dose_sets(full["uncon"], full["mixed"], sizes, params["seed"]).items():
+    for size, cut in dose_sets(full["uncon"], full["mixed"], sizes, seed).items():
         for name, records in zip(PRETRAINED, cut):
             path = workdir / dose_set(name, size).path
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -291,7 +292,7 @@ def run(pack_dir: Path, workdir: Path, out: Path, workers: int, budget_s: float,
     start = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     unpack(pack_dir, workdir)
-    from ecqg.core import config
+    from ecqg.core import config, settings
     params = config.load(workdir / "params.yaml")
     seeds = [int(s) for s in params["dpr"]["seeds"]]
     (workdir / "results").mkdir(exist_ok=True)
@@ -302,7 +303,7 @@ def run(pack_dir: Path, workdir: Path, out: Path, workers: int, budget_s: float,
              "seeds": seeds, "date": time.strftime("%Y-%m-%d"), "k_max": K_MAX,
              "unpack_s": round(time.monotonic() - start, 1),
              "inputs": input_digests(workdir), "jobs": {}, "skipped": [], "failed": {}}
-    sweep["dose_sets"] = write_dose_sets(workdir, params)
+    sweep["dose_sets"] = write_dose_sets(workdir, settings.of(params).mixing, params["seed"])
     pending, running, longest, logged = plan(seeds, poly, [int(n) for n in params["mixing"]["doses"]]), {}, {}, \
         time.monotonic()
     if only:
@@ -411,7 +412,7 @@ def job(workdir: Path, spec: dict, encode_batch: int, sets: list[str]) -> None:
     (``retrieve_all``) reduced to first-hit ranks; written to ``results/<name>.json``."""
     os.chdir(workdir)
     sys.path.insert(1, str(workdir / "site"))
-    from ecqg.core import config, device, paths
+    from ecqg.core import config, device, paths, settings
     from ecqg.retrieval import evaluation
     from ecqg.core.io import read_jsonl
     from ecqg.pipeline import dense, finetune_validation, located
@@ -420,10 +421,10 @@ def job(workdir: Path, spec: dict, encode_batch: int, sets: list[str]) -> None:
     from ecqg.stages import setup_logging
 
     setup_logging()
-    params = job_params(config.load("params.yaml"), spec, workdir, encode_batch)
+    s = settings.of(job_params(config.load("params.yaml"), spec, workdir, encode_batch))
     probe = json.loads((workdir / "probe.json").read_text(encoding="utf-8"))
 
-    def packed_pairs(_params, max_pairs, located_=None):
+    def packed_pairs(_dpr, _data, _retrieval, _seed, max_pairs, located_=None):
         """The probe's pairs as ``moved_pairs`` made them where spaCy is (pack); this machine has no spaCy."""
         if max_pairs != probe["max_pairs"]:
             raise ValueError(f"the pack's probe was drawn for {probe['max_pairs']} pairs, "
@@ -435,14 +436,14 @@ def job(workdir: Path, spec: dict, encode_batch: int, sets: list[str]) -> None:
     began = time.perf_counter()
     seed = spec["seed"]
     if phase == "pretrain":
-        result = dense.pretrain_variant(variant, params, seed, progress=False)
+        result = dense.pretrain_variant(variant, s, seed, progress=False)
         system_variant = variant + dense.PRETRAINED_SUFFIX
     else:
-        result = dense.train_variant(variant, params, seed, progress=False)
+        result = dense.train_variant(variant, s, seed, progress=False)
         system_variant = variant
     train_s = time.perf_counter() - began
     # from the corpus text: the GPU machine has no `datasets` to read stage tokenize_corpus's Arrow files with
-    figures = retrieve_all(system_variant, params, seed, progress=False, tokenized=None)
+    figures = retrieve_all(system_variant, s, seed, progress=False, tokenized=None)
     text_of = load_passage_texts()
     caches = {name: evaluation.HitCache(text_of) for name in sets}
     questions = {name: [q for _, q in read_jsonl(paths.questions_file(name))] for name in sets}
@@ -460,7 +461,7 @@ def job(workdir: Path, spec: dict, encode_batch: int, sets: list[str]) -> None:
             moved = step_dir / finetune_validation.MOVED_FILE
             if moved.is_file():
                 curve[step]["moved_gaps"] = json.loads(moved.read_text(encoding="utf-8"))["gaps"]
-    summary = dense.training_summary(params, result, variant, seed, phase)
+    summary = dense.training_summary(s.dpr, s.profile, result, variant, seed, phase)
     history = [{k: v for k, v in h.items() if k in ("step", "epoch") or k.startswith("val_") or k in
                 ("snapshot", "epoch_end", "best", "loss")} for h in result["history"]]
     rates = [h["examples_per_s"] for h in result["history"] if h.get("examples_per_s")]
@@ -676,22 +677,24 @@ def slices(paths_: list[Path], entity_model: bool) -> dict:
     sweep's own models stay on the GPU machine)."""
     import pandas as pd
 
-    from ecqg.core import config
+    from ecqg.core import config, settings
     from ecqg.analysis import mechanism
     from ecqg.pipeline import mechanism as mp
 
     params = config.load("params.yaml")
+    s = settings.of(params)
     sweep = merged([read_sweep(p) for p in paths_])
     if params["profile"] != sweep["profile"]:
         raise SystemExit(f"params.yaml is the {params['profile']!r} profile; the sweep ran {sweep['profile']!r}")
-    questions = mp.nq_questions(params)
+    questions = mp.nq_questions(s.data, s.retrieval)
     if [str(q["id"]) for q in questions] != [str(i) for i in sweep["question_ids"]["nq"]]:
         raise SystemExit("this checkout's NQ questions are not the ones the sweep scored (another profile or data)")
     passages = mp.gold_passage_records(questions)
     locations, analyses = mp.locate(questions, passages)
     masks = {"position": mechanism.bucket_masks(locations)}
     if entity_model:
-        ranks = mp.entity_attention(params, locations, analyses, passages, questions, progress=False)
+        ranks = mp.entity_attention(s.dpr, s.attention.batch_size, s.evaluation.mechanism.min_entities, locations,
+                                    analyses, passages, questions, progress=False)
         masks["entity"] = mechanism.bucket_masks(ranks, "third", mechanism.THIRDS)
     print("questions per slice:", {kind: {k: int(m.sum()) for k, m in ms.items()} for kind, ms in masks.items()},
           "left out:", {k: v for k, v in locations.status.value_counts().items() if k != "ok"})

@@ -58,7 +58,7 @@ def use_profile(repo: Path, profile: str | None = None, params: dict | None = No
         config.write_profile(profile, repo / "params.yaml", repo / "params")
     else:
         (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
-    (repo / "dvc.yaml").write_text(dag.render(config.load(repo / "params.yaml")), encoding="utf-8")
+    (repo / "dvc.yaml").write_text(dag.render(config.load_settings(repo / "params.yaml")), encoding="utf-8")
     return repo
 
 

@@ -93,11 +93,14 @@ def test_the_pipeline_samples_it_without_training(tmp_path, monkeypatch):
     from ecqg.pipeline import question_generation as stage
 
     monkeypatch.chdir(tmp_path)
+    from ecqg.core import settings
+
     params = _mini_params()
     params["qg"]["architecture"] = "cloze"
-    model, tokenizer, figures = stage.train_generator("uncon", [], [], {}, params, progress=False)
+    s = settings.of(params)
+    model, tokenizer, figures = stage.train_generator("uncon", [], [], {}, s.qg, s.seed, progress=False)
     assert figures["steps"] == 0 and figures["initialised_from"] == "rules (cloze)"
-    records, drops = stage.generate(model, tokenizer, "con", _inputs(ENTITY), params, "test", progress=False)
+    records, drops = stage.generate(model, tokenizer, "con", _inputs(ENTITY), s.qg, s.seed, "test", progress=False)
     assert records and all(r["generator"] == "con" and qg.mentions(r["question"], ENTITY) for r in records)
     assert drops["generated"] == params["qg"]["generate"]["samples"]
 

@@ -310,8 +310,8 @@ def test_the_paper_presets_render_settings_for_a_node(tmp_path, presets):
     reads it: one process per GPU (resolved at run time), the paper's global batches split over them, length
     grouping in passes of 128 (not mini's 16), GradCache only when the per-device batch would not fit, bf16 where
     the device has it (stage 03's reader and hardness encoder too)."""
+    from ecqg.core import settings
     from ecqg.runtime import parallel
-    from ecqg.pipeline.dense import train_config
 
     for profile in ("paper", "paper_three"):
         target = tmp_path / f"{profile}.yaml"
@@ -325,13 +325,15 @@ def test_the_paper_presets_render_settings_for_a_node(tmp_path, presets):
         assert dpr["pretrain"]["mixed_precision"] == dpr["finetune"]["mixed_precision"] == "auto"
         assert params["mrc"]["autocast"] == params["filtering"]["autocast"] == "auto"
         assert params["mrc"]["predict_batch_size"] == 256 and dpr["encode"]["autocast"] == "float16"
-        assert train_config(params, "pretrain").grad_cache_chunk_size == "auto"
+        typed = settings.of(params)
+        assert typed.dpr.pretrain.train_config(typed.seed, typed.collective_timeout_minutes).grad_cache_chunk_size \
+            == "auto"
         for gpus, per_device in ((8, (128, 16)), (1, (1024, 128))):    # global batches: split over the GPUs
             assert (1024 // gpus, 128 // gpus) == per_device and 1024 % gpus == 128 % gpus == 0
     mini = config.preset("mini", presets)                             # mini as before (its committed runs)
     assert (mini["processes"], mini["mrc"]["autocast"], mini["filtering"]["autocast"]) == (1, None, None)
     assert mini["dpr"]["pretrain"]["grad_cache_chunk_size"] is None and mini["dpr"]["pretrain"]["length_bucket_size"] == 16
-    assert parallel.processes({"processes": 3}) == 3
+    assert parallel.processes(3) == 3
 
 
 def test_processes_auto_is_the_gpus_at_run_time(monkeypatch):
@@ -347,11 +349,11 @@ def test_processes_auto_is_the_gpus_at_run_time(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
     for setting, expected in (("auto", 8), ("cuda", 8), ("cpu", 1), ("cuda:3", 1)):
         monkeypatch.setattr(device, "_configured", setting)
-        assert parallel.processes({"processes": "auto"}) == expected, setting
+        assert parallel.processes("auto") == expected, setting
     monkeypatch.setattr(device, "_configured", "auto")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert parallel.processes({"processes": "auto"}) == 1
-    assert parallel.processes({}) == 1
+    assert parallel.processes("auto") == 1
+    assert parallel.processes() == 1
 
 
 def test_hardness_without_the_round_trip_is_refused_unless_the_profile_is_an_ablation():

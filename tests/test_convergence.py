@@ -111,16 +111,21 @@ def test_corpus_validation_finds_held_out_answers_and_keeps_the_curve_runs(token
     write_jsonl(tmp_path / "outputs" / "data" / "questions" / "nq.jsonl",
                 [{"id": "t1", "question": "where is the lake", "answers": ["lake"], "gold_ids": ["c0"]},
                  {"id": "t2", "question": "how deep is the hill", "answers": ["very deep"], "gold_ids": ["c1"]}])
-    params = {"data": {"test_sets": {"nq": "unused"}}, "retrieval": {"depth": 3}, "seed": 0,
-              "dpr": {"encode": {"batch_size": 4, "autocast": None}, "base_model": "bundled:minilm",
-                      "passage_max_length": 64, "finetune": {"curve_probe_passages": 5}}}
+    from pathlib import Path
+
+    from ecqg.core import config as params_config, settings
+
+    mini = settings.of(params_config.preset("mini", Path(__file__).resolve().parents[1] / "params"))
+    data, retrieval = mini.data.replace(test_sets={"nq": "unused"}), mini.retrieval.replace(depth=3)
+    dpr = mini.dpr.replace(encode=mini.dpr.encode.replace(batch_size=4, autocast=None), base_model="bundled:minilm",
+                           passage_max_length=64, finetune=mini.dpr.finetune.replace(curve_probe_passages=5))
     held = records(4)                                   # positives p0..p3: not in the corpus, added for validation
     from ecqg.core import paths
     from ecqg.pipeline.finetune_curve import curve_gaps
     from ecqg.pipeline.finetune_validation import CURVE_DIR
 
     curve = paths.model_dir("baseline", 0) / CURVE_DIR              # where stage 05 keeps the first seed's curve
-    validate = corpus_validator(params, held, curve)
+    validate = corpus_validator(dpr, data, retrieval, 0, held, curve)
     figures = validate(tiny_biencoder(tokenizer, dropout=0.0), 7)
     assert figures["val_questions"] == 4 and figures["val_passages"] == 3 + 4
     assert 0 <= figures["val_top1"] <= figures["val_top5"] <= figures["val_top20"] == 1.0   # 7 passages, 20 deep

@@ -23,12 +23,12 @@ def _result(name: str) -> dict:
 def test_a_stage_costs_rate_times_count(model):
     """By hand: fine-tuning = epochs x (58,880 NQ train records - held out) over the two runs' measured rates, scaled
     by the benchmark's passage tokens over psgs_w100's 142.5."""
-    ft = model.params["dpr"]["finetune"]
+    ft = model.settings.dpr.finetune
     measured = [e["examples_per_s"] for name in model.rates["finetune"].files for e in _result(name)["finetune"]
                 if e["grad_cache_chunk_size"] is None]
     encoding_file = model.rates["encoding"].files[0]
     scale = _result(encoding_file)["encoding"]["mean_tokens"] / 142.5
-    examples = ft["epochs"] * (58_880 - ft["heldout"])
+    examples = ft.epochs * (58_880 - ft.heldout)
     hand = (examples / (max(measured) * scale) / 3600, examples / (min(measured) * scale) / 3600)
     assert model.stage_hours(variants.stage_name("finetune", "baseline", 2022)) == pytest.approx(hand)
 
@@ -59,7 +59,7 @@ def test_rates_come_from_the_newest_device_measurement(model, tmp_path, monkeypa
 def test_sampling_is_priced_at_the_profiles_new_tokens(model):
     measured = {_result(n)["sampling"]["max_new_tokens"] for n in model.rates["sampling"].files}
     assert model.rates["sampling"].factor == pytest.approx(
-        max(measured) / model.params["qg"]["generate"]["max_new_tokens"])
+        max(measured) / model.settings.qg.generate.max_new_tokens)
 
 
 def test_unmeasured_gpu_work_is_estimated_from_flops_and_the_host_side_is_in_the_wall(model):
@@ -84,10 +84,10 @@ def test_unmeasured_gpu_work_is_estimated_from_flops_and_the_host_side_is_in_the
 
 def test_pretraining_corrections_and_one_pass_per_set(model):
     """The hard negative the benchmark left out (/ 1.7) and the passage length; two sets, two passes."""
-    pre = model.params["dpr"]["pretrain"]
+    pre = model.settings.dpr.pretrain
     measured = [_result(name)["pretrain"]["examples_per_s"] for name in model.rates["pretrain"].files]
     rate = max(measured) * _result(model.rates["encoding"].files[0])["encoding"]["mean_tokens"] / 142.5 / 1.7
-    examples = pre["epochs"] * (model.params["mixing"]["total"] - pre["heldout"])
+    examples = pre.epochs * (model.settings.mixing.total - pre.heldout)
     uncon = model.stage_hours("pretrain_uncon@2022")
     assert uncon[0] == pytest.approx(examples / rate / 3600)
     assert model.stage_hours("pretrain_poly_rsm_tempqg@2022") == pytest.approx(tuple(2 * h for h in uncon))
@@ -107,7 +107,7 @@ def test_the_three_system_preset_is_priced_as_its_own_dag(model):
     assert three.profile == "paper_three" and three.sizes == model.sizes
     assert set(three.dag) < set(model.dag)
     needed = {variants.stage_name(phase, v, s) for v in ("baseline", "uncon", "mixed")
-              for s in variants.seeds(v, model.params) for phase in ("finetune", "retrieve")}
+              for s in variants.seeds(v, model.settings.dpr) for phase in ("finetune", "retrieve")}
     needed |= {"pretrain_uncon@2022", "pretrain_mixed@2022", "attention_bias", "question_generation", "filtering",
                "mixing", "results"}
     assert needed <= set(three.dag)
@@ -147,7 +147,7 @@ def test_a_missing_rate_file_is_named(model, tmp_path, monkeypatch, capsys):
 
 def test_an_uncosted_stage_is_an_error(model):
     with pytest.raises(ValueError, match="no cost rule"):
-        cost_model.stage_work("new_gpu_stage", {"cmd": "python -m ecqg.stages.new"}, model.params, model.sizes)
+        cost_model.stage_work("new_gpu_stage", {"cmd": "python -m ecqg.stages.new"}, model.settings, model.sizes)
 
 
 def test_the_doc_table_is_generated(model):

@@ -142,9 +142,10 @@ def test_every_listed_param_exists_in_its_params_file(graph):
 def _graph_for(tmp_path, params: dict):
     import subprocess
 
+    from ecqg.core import settings
     from ecqg.tooling import dag
 
-    (tmp_path / "dvc.yaml").write_text(dag.render(params), encoding="utf-8")      # as `make repro` writes it
+    (tmp_path / "dvc.yaml").write_text(dag.render(settings.of(params)), encoding="utf-8")   # as `make repro` writes it
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     with dvc_repo.Repo.init(str(tmp_path)) as repo:
@@ -199,7 +200,7 @@ def test_dpr_variants_selects_the_trained_variants_and_nothing_else_changes(tmp_
     """``dpr.variants: [baseline, uncon, mixed]`` (the paper's three systems; ``make profile P=paper_three``): no
     stage trains or searches with any other variant, no hybrid fuses one, and neither the pseudo-queries nor TempQG
     are made (nothing pre-trains on them); every other stage is the full DAG's."""
-    from ecqg.core import config
+    from ecqg.core import config, settings
     from ecqg.tooling import dag
     from ecqg.tooling.dvc_stages import expanded_stages
 
@@ -215,12 +216,12 @@ def test_dpr_variants_selects_the_trained_variants_and_nothing_else_changes(tmp_
 
     assert set(names) == {n for n in full if not another_variants(n)} - {"pseudo_queries", "tempqg"}
     three = config.preset("paper_three", REPO / "params")
-    assert {n for n, _ in expanded_stages(yaml.safe_load(dag.render(three)), three)} == set(names)
+    assert {n for n, _ in expanded_stages(yaml.safe_load(dag.render(settings.of(three))), three)} == set(names)
     assert replicate("uncon", SEEDS) | replicate("mixed", SEEDS) | replicate("baseline", SEEDS, False) <= set(names)
     wrong = dict(params, dpr=dict(params["dpr"], variants=["baseline", "mixed"]))
     with pytest.raises(config.ConfigError, match="'dpr.variants'.*baseline, uncon, mixed"):
         config.validate(wrong, "params.yaml")
-    assert "# Variants: dpr.variants selects baseline, uncon, mixed" in dag.render(params)
+    assert "# Variants: dpr.variants selects baseline, uncon, mixed" in dag.render(settings.of(params))
 
 
 def test_the_study_profile_trains_five_replicates_of_the_paper_s_three_and_the_dose_curve(tmp_path):

@@ -69,18 +69,22 @@ def test_a_passage_missing_from_one_run_scores_zero_there():
 
 def test_hybrid_stage_fuses_bm25_with_each_seed_and_names_its_runs(tmp_path, monkeypatch):
     """The pipeline's hybrid: both fusions of BM25 with one trained dense run, every test set, cut to the run depth."""
-    from ecqg.core import paths
+    from pathlib import Path
+
+    from ecqg.core import config, paths, settings
     from ecqg.pipeline import hybrid
     from ecqg.retrieval.run_files import read_run, write_run
 
     monkeypatch.setattr(paths, "RUNS", tmp_path / "runs")
-    params = {"data": {"test_sets": {"nq": "x", "wq": "y"}}, "retrieval": {"depth": 8},
-              "dpr": {"seeds": [7, 8, 9], "related_seeds": [7, 8]},
+    mini = config.preset("mini", Path(__file__).resolve().parents[1] / "params")
+    params = {**mini, "data": {**mini["data"], "test_sets": {"nq": "x", "wq": "y"}}, "retrieval": {"depth": 8},
+              "dpr": {**mini["dpr"], "seeds": [7, 8, 9], "related_seeds": [7, 8]},
               "hybrid": {"variants": ["baseline", "mixed"], "depth": 10, "rrf_k": 60}}
+    s = settings.of(params)
     for name, shift in (("nq", 0), ("wq", 10)):
         write_run(paths.run_file("bm25", name), _random_run(1 + shift))
         write_run(paths.run_file("dpr_mixed_s8", name), _random_run(2 + shift))
-    figures = hybrid.fuse_with_bm25("mixed", 8, params)
+    figures = hybrid.fuse_with_bm25("mixed", 8, s.hybrid, s.data.test_sets, s.retrieval.depth)
     for name, shift in (("nq", 0), ("wq", 10)):
         runs = [_random_run(1 + shift), _random_run(2 + shift)]
         summed = read_run(paths.run_file("hybrid_sum_mixed_s8", name))
@@ -90,7 +94,7 @@ def test_hybrid_stage_fuses_bm25_with_each_seed_and_names_its_runs(tmp_path, mon
         assert [p for p, _ in rrf["q2"]] == [p for p, _ in fusion.reciprocal_rank_fusion(runs, 60, 10, 8)["q2"]]
         assert 0 <= figures[f"{name}_shared_top10"] <= 1 and figures[f"{name}_questions"] == 6
     # a hybrid's seeds are the related system's (dpr.related_seeds), not every seed of the paper's models
-    assert hybrid.seed_runs(params)["hybrid_sum_mixed"] == ["hybrid_sum_mixed_s7", "hybrid_sum_mixed_s8"]
-    assert hybrid.systems(params) == ["hybrid_sum_baseline", "hybrid_rrf_baseline", "hybrid_sum_mixed",
-                                      "hybrid_rrf_mixed"]
-    assert ("hybrid_sum_mixed", "hybrid_sum_baseline") in hybrid.pairs(params)
+    assert hybrid.seed_runs(s.hybrid, s.dpr)["hybrid_sum_mixed"] == ["hybrid_sum_mixed_s7", "hybrid_sum_mixed_s8"]
+    assert hybrid.systems(s.hybrid) == ["hybrid_sum_baseline", "hybrid_rrf_baseline", "hybrid_sum_mixed",
+                                        "hybrid_rrf_mixed"]
+    assert ("hybrid_sum_mixed", "hybrid_sum_baseline") in hybrid.pairs(s.hybrid)

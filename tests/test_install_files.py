@@ -91,8 +91,11 @@ def test_the_slurm_example_runs_make_repro_bare_on_one_task():
 
 
 def test_the_collective_timeout_is_a_setting_every_trainer_gets():
-    from ecqg.core import config
-    from ecqg.pipeline.dense import train_config
+    from ecqg.core import config, settings
+
+    def train_config(params, phase="finetune"):     # what stage 05 gives the trainer (pipeline.dense)
+        s = settings.of(params)
+        return getattr(s.dpr, phase).train_config(s.seed, s.collective_timeout_minutes)
 
     params = config.load(REPO / "params.yaml")
     assert params["collective_timeout_minutes"] == 60 and train_config(params).dist_timeout_minutes == 60

@@ -91,8 +91,8 @@ def test_the_mixing_stage_passes_require_total():
 
     notebook = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "04_mixing.ipynb").read_text())
     code = "".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
-    assert "sp.mix_replicate(seed, params, test_keys)" in code
-    assert re.search(r"mixing\.build_sets\([^)]*require_total=m\[\"require_total\"\]",
+    assert "sp.mix_replicate(seed, s.mixing, s.seed, test_keys)" in code
+    assert re.search(r"mix\.build_sets\([^)]*require_total=mixing\.require_total",
                      inspect.getsource(synthetic.mix_replicate))
 
 

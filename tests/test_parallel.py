@@ -16,7 +16,6 @@ from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
 
 WORDS = ("river city king war music league film island church school army party bridge station novel "
          "election museum mountain company season").split()
-TWO = {"processes": 2}
 
 
 @pytest.fixture
@@ -59,12 +58,12 @@ def test_two_processes_encode_the_corpus_as_one(tokenizer, workdir):
                               for i, t in enumerate(_texts(37))), encoding="utf-8")
     kwargs = dict(batch_size=4, chunk_size=5, progress=False)
     one_ids, one = dense.encode_corpus(model, corpus, workdir / "one", 37, **kwargs)
-    two_ids, two = dense.encode_corpus(model, corpus, workdir / "two", 37, processes=2, params=TWO, **kwargs)
+    two_ids, two = dense.encode_corpus(model, corpus, workdir / "two", 37, processes=2, **kwargs)
     assert two_ids == one_ids == [f"p{i}" for i in range(37)]
     assert two.shape == (37, 32) and np.array_equal(np.asarray(two), np.asarray(one))
     # the workers start at their rows of the tokenised corpus instead of reading the text up to them
     tokenize_corpus(corpus, tokenizer, 48, workdir / "tokenized", num_proc=1, progress=False)
-    tok_ids, tok = dense.encode_corpus(model, corpus, workdir / "tok", 37, processes=2, params=TWO,
+    tok_ids, tok = dense.encode_corpus(model, corpus, workdir / "tok", 37, processes=2,
                                        tokenized=workdir / "tokenized", **kwargs)
     assert tok_ids == one_ids and np.array_equal(np.asarray(tok), np.asarray(one))
     assert not any((workdir / "outputs" / "parallel").iterdir())      # the job directory is gone
@@ -100,27 +99,26 @@ def _trained_tiny_bart(tokenizer, tmp_path):
 
 def test_two_processes_sample_the_questions_of_one(tokenizer, workdir):
     from ecqg.pipeline import question_generation
+    from tests.test_qg import sampling_settings
 
     model, tok = _trained_tiny_bart(tokenizer, workdir)
-    params = {"seed": 5, "processes": 1,
-              "qg": {"entity_marking": "markers", "entity_placeholder": None, "source_max_length": 64,
-                     "window_words": None,
-                     "generate": {"top_k": 10, "top_p": 0.9, "samples": 2, "batch_size": 3, "max_new_tokens": 16,
-                                  "autocast": None}}}
+    qg = sampling_settings(entity_marking="markers", entity_placeholder=None, source_max_length=64, window_words=None,
+                           generate=dict(top_k=10, top_p=0.9, samples=2, batch_size=3, max_new_tokens=16,
+                                         autocast=None))
     inputs = _qg_inputs(11)                                  # 4 batches of 3: ranks get 2 and 2, the last short
-    one = question_generation.generate(model, tok, "con", inputs, params, "test", progress=False)
-    two = question_generation.generate(model, tok, "con", inputs, {**params, **TWO}, "test", progress=False)
+    one = question_generation.generate(model, tok, "con", inputs, qg, 5, "test", progress=False, processes=1)
+    two = question_generation.generate(model, tok, "con", inputs, qg, 5, "test", progress=False, processes=2)
     assert one[1]["generated"] == 22 and len(one[0]) >= 5, one[1]   # most samples parse
     assert two == one
     # journalled by two processes (one file each), then taken whole by one: the same batches, whatever the split
-    journalled = question_generation.generate(model, tok, "con", inputs, {**params, **TWO}, "test", progress=False,
-                                              resumable=True)
+    journalled = question_generation.generate(model, tok, "con", inputs, qg, 5, "test", progress=False,
+                                              resumable=True, processes=2)
     [journal] = (workdir / "outputs" / "checkpoints" / "qg" / "sampling").iterdir()
     assert sorted(p.name for p in journal.iterdir()) == ["rank-00000.jsonl", "rank-00001.jsonl"]
     assert journalled == one
     model.generate = None                                            # a model that can no longer sample anything
-    assert question_generation.generate(model, tok, "con", inputs, params, "test", progress=False,
-                                        resumable=True) == one
+    assert question_generation.generate(model, tok, "con", inputs, qg, 5, "test", progress=False,
+                                        resumable=True, processes=1) == one
 
 
 def test_two_processes_read_like_one(tokenizer, workdir):
@@ -135,8 +133,8 @@ def test_two_processes_read_like_one(tokenizer, workdir):
     questions = [{"id": f"q{i}", "question": f"which {WORDS[i % len(WORDS)]}?", "passage_id": f"p{i % 6}"}
                  for i in range(19)]
     settings = dict(max_length=48, stride=16, batch_size=4, chunk_size=3)
-    one = predict_in_processes(model, tokenizer, questions, passages, {"processes": 1}, progress=False, **settings)
-    two = predict_in_processes(model, tokenizer, questions, passages, TWO, progress=False, **settings)
+    one = predict_in_processes(model, tokenizer, questions, passages, processes=1, progress=False, **settings)
+    two = predict_in_processes(model, tokenizer, questions, passages, processes=2, progress=False, **settings)
     assert list(two) == list(one) == [q["id"] for q in questions]
     assert two == one
     assert len({p["span_text"] for p in one.values()}) > 3     # a random reader, but not a constant one
@@ -146,7 +144,7 @@ def test_a_failing_process_fails_the_step_with_its_output(workdir):
     with parallel.job_directory("read") as job_dir:
         with pytest.raises(RuntimeError, match=r"(?s)read: torchrun with 2 processes exited with code 1.*cannot load model"):
             parallel.run("read", {"questions": [{"id": "a", "question": "q?", "context": "c"}] * 4,
-                                  "settings": {"chunk_size": 1}}, job_dir, TWO)     # no saved reader in the job
+                                  "settings": {"chunk_size": 1}}, job_dir, 2)     # no saved reader in the job
 
 
 def _dpr_records(n=24):
@@ -166,7 +164,7 @@ def test_two_processes_run_a_training_stage_as_one(tokenizer, workdir):
     order drift by ~1e-5 over five steps on AVX-512 CPUs) and the same weights. The model is dropout-free: with dropout each process draws its own masks, so two
     processes train an equally good but not the same model. Weights: all but 1 in 10,000 elements to 1e-5, every one
     within one Adam step (lr)."""
-    from ecqg.core import config
+    from ecqg.core import config, settings
     from ecqg.data.dpr import write_dpr_retriever_json
     from ecqg.pipeline import dense as stage
     from ecqg.core.variants import set_path
@@ -179,13 +177,15 @@ def test_two_processes_run_a_training_stage_as_one(tokenizer, workdir):
     BertModel(cfg).save_pretrained(base)
     tokenizer.save_pretrained(base)
     params = config.preset("mini", Path(__file__).resolve().parents[1] / "params")
-    write_dpr_retriever_json(set_path("uncon", 7, params), _dpr_records())   # replicate 7's own set
+    write_dpr_retriever_json(set_path("uncon", 7, params["qg"]["generate"]["per_replicate"]),
+                             _dpr_records())   # replicate 7's own set
     params["dpr"].update(base_model=str(base), query_max_length=16, passage_max_length=32)
     params["dpr"]["pretrain"].update(lr=3e-3, batch_size=8, epochs=3, max_steps=5, heldout=4, mixed_precision="no",
                                      length_bucket_size=None, checkpoint_every=2, eval_every=None)
     runs = {}
     for n in (1, 2):
-        result = stage.train_replicate("uncon", {**params, "processes": n}, 7, "pretrain", progress=False)
+        result = stage.train_replicate("uncon", settings.of({**params, "processes": n}), 7, "pretrain",
+                                       progress=False)
         model = stage.pretrained_dir("uncon", 7)
         runs[n] = ([h["loss"] for h in result["history"] if "loss" in h],
                    BiEncoder.load(model).query_encoder.state_dict())
@@ -196,4 +196,4 @@ def test_two_processes_run_a_training_stage_as_one(tokenizer, workdir):
     # can flip its sign and move that weight by up to one step of lr; everywhere else the weights agree to 1e-5
     assert float((diff > 1e-5).float().mean()) < 1e-4 and float(diff.max()) < 3e-3
     with pytest.raises(ValueError, match="does not split over processes: 3"):
-        stage.train_replicate("uncon", {**params, "processes": 3}, 7, "pretrain")
+        stage.train_replicate("uncon", settings.of({**params, "processes": 3}), 7, "pretrain")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ecqg.core import config
+from ecqg.core import config, settings
 from ecqg.tooling import dag
 from ecqg.pipeline import results
 
@@ -31,8 +31,9 @@ def profile_params(profile: str) -> dict:
 @pytest.mark.parametrize("profile", config.PROFILES)
 def test_the_plotted_systems_are_table_3_s_rows(profile):
     """dag.py (the library layer) lists the systems the pipeline layer's Table 3 has, in its order."""
-    params = profile_params(profile)
-    assert dag.plotted_systems(params) == results.table3_systems(params)
+    tree = settings.of(profile_params(profile))
+    blocks = (tree.dpr, tree.mixing, tree.hybrid)
+    assert dag.plotted_systems(*blocks) == results.table3_systems(*blocks)
 
 
 def _columns(path: Path) -> list[str]:
@@ -47,7 +48,7 @@ def test_dvc_plots_show_draws_every_system_of_the_committed_results(profile, tmp
     params = profile_params(profile)
     subprocess.run([DVC, "init", "--no-scm", "-q"], cwd=tmp_path, check=True, capture_output=True)
     (tmp_path / "params.yaml").write_text(config.render_profile(profile, REPO / config.PRESETS_DIR), encoding="utf-8")
-    (tmp_path / "dvc.yaml").write_text(dag.render(params), encoding="utf-8")
+    (tmp_path / "dvc.yaml").write_text(dag.render(settings.of(params)), encoding="utf-8")
     plots = Path("results") / profile / "plots"
     shutil.copytree(REPO / plots, tmp_path / plots)
 

@@ -178,6 +178,14 @@ def test_bert2bert_ids_and_labels(tiny):
     assert math.isfinite(loss.item())
 
 
+def sampling_settings(generate: dict, **qg_settings):
+    """The mini profile's ``qg`` block (typed) with ``qg_settings`` and ``generate`` (``qg.generate``'s) changed."""
+    from ecqg.core import config, settings
+
+    qg_block = settings.of(config.preset("mini", Path(__file__).resolve().parents[1] / "params")).qg
+    return qg_block.replace(**qg_settings, generate=qg_block.generate.replace(**generate))
+
+
 def _inputs():
     return [{"passage_id": "no", "title": "Normans", "text": NORMANS, "entity": "Normandy",
              "entity_start": NORMANS.index("Normandy"), "entity_label": "GPE"},
@@ -274,20 +282,21 @@ def test_the_stage_journal_is_named_by_the_weights_and_dropped_with_the_checkpoi
 
     model, tokenizer = tiny
     monkeypatch.chdir(tmp_path)
-    params = {"seed": 5, "processes": 1,
-              "qg": {"entity_marking": "markers", "entity_placeholder": None, "source_max_length": 64,
-                     "window_words": None, "generate": {"top_k": 10, "top_p": 0.9, "samples": 1, "batch_size": 2,
-                                                        "max_new_tokens": 4, "autocast": None}}}
-    question_generation.generate(model, tokenizer, "con", _inputs(), params, "con", progress=False)
+    settings = sampling_settings(entity_marking="markers", entity_placeholder=None, source_max_length=64,
+                                 window_words=None, generate=dict(top_k=10, top_p=0.9, samples=1, batch_size=2,
+                                                                  max_new_tokens=4, autocast=None))
+    question_generation.generate(model, tokenizer, "con", _inputs(), settings, 5, "con", progress=False)
     assert not paths.QG_CHECKPOINTS.exists()                                            # not asked: no journal
-    question_generation.generate(model, tokenizer, "con", _inputs(), params, "con", progress=False, resumable=True)
+    question_generation.generate(model, tokenizer, "con", _inputs(), settings, 5, "con", progress=False,
+                                 resumable=True)
     [journal] = (paths.QG_CHECKPOINTS / "sampling").iterdir()
     assert journal.name.startswith("con-") and len((journal / "rank-00000.jsonl").read_text().splitlines()) == 2
     before = question_generation.weights_digest(model)
     with torch.no_grad():
         next(model.parameters()).add_(1e-3)
     assert question_generation.weights_digest(model) != before                       # another model, another job
-    question_generation.generate(model, tokenizer, "con", _inputs(), params, "con", progress=False, resumable=True)
+    question_generation.generate(model, tokenizer, "con", _inputs(), settings, 5, "con", progress=False,
+                                 resumable=True)
     assert len(list((paths.QG_CHECKPOINTS / "sampling").iterdir())) == 2
     question_generation.drop_checkpoints()
     assert not any(paths.QG_CHECKPOINTS.iterdir())
@@ -420,24 +429,26 @@ def test_a_finished_generator_survives_the_removal_of_the_stage_outputs(tmp_path
 
     import torch
 
-    from ecqg.core import config, paths
+    from ecqg.core import config, paths, settings
     from ecqg.pipeline import question_generation
 
     params = config.load(config.write_profile("smoke", tmp_path / "params.yaml", Path("params").resolve()))
     params["qg"]["train"].update(max_steps=3, checkpoint_every=2, batch_size=2)
     params["qg"]["architecture"] = "prefix_lm"           # a generator with weights to train (smoke's is rule-based)
+    s = settings.of(params)
     monkeypatch.chdir(tmp_path)
     train = [_triple(0, "Who won Super Bowl 50?", "sb", "Denver Broncos"),
              _triple(1, "Where is Normandy?", "no", "France"),
              _triple(2, "Who defeated the Carolina Panthers?", "sb", "Denver Broncos")]
-    model, _, first = question_generation.train_generator("uncon", train, [None] * 3, PASSAGES, params, progress=False)
+    model, _, first = question_generation.train_generator("uncon", train, [None] * 3, PASSAGES, s.qg, s.seed,
+                                                          progress=False)
     assert first["steps"] == 3 and first["resumed_from"] is None
     run = next(paths.QG_CHECKPOINTS.glob("uncon/*"))
     assert sorted(p.name for p in run.iterdir()) == [question_generation.FINISHED]   # optimizer states dropped
 
     shutil.rmtree(paths.QG)                                                          # what `dvc repro` does first
     monkeypatch.setattr(qg, "train_generator", lambda *a, **k: pytest.fail("a finished generator was retrained"))
-    again, _, second = question_generation.train_generator("uncon", train, [None] * 3, PASSAGES, params,
+    again, _, second = question_generation.train_generator("uncon", train, [None] * 3, PASSAGES, s.qg, s.seed,
                                                            progress=False)
     assert second["resumed_from"] == str(run / question_generation.FINISHED)
     assert {k: v for k, v in second.items() if k != "resumed_from"} == {k: v for k, v in first.items()

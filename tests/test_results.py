@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ecqg.core import variants
+from ecqg.core import settings, variants
 from ecqg.pipeline import results
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,14 +25,18 @@ def test_a_profile_without_etm_rsm_drops_only_their_rows():
     """``dpr.variants`` decides which rows 06 / 07 score (the study trains no ETM / RSM); nothing else goes."""
     from ecqg.core import config
 
+    def blocks(params):
+        typed = settings.of(params)
+        return typed.dpr, typed.mixing, typed.hybrid
+
     params = config.preset("mini", REPO / "params")
-    rows = results.table3_systems(params)
+    rows = results.table3_systems(*blocks(params))
     assert {"dpr_etm", "dpr_etm_pre", "dpr_rsm", "dpr_rsm_pre"} <= set(rows)
     params["dpr"]["variants"] = [v.name for v in variants.TABLE if v.name != "etm"]
-    assert results.table3_systems(params) == [r for r in rows if r not in ("dpr_etm", "dpr_etm_pre")]
-    assert not any("etm" in a or "etm" in b for a, b in results.comparison_pairs(params))
+    assert results.table3_systems(*blocks(params)) == [r for r in rows if r not in ("dpr_etm", "dpr_etm_pre")]
+    assert not any("etm" in a or "etm" in b for a, b in results.comparison_pairs(*blocks(params)))
     study = config.preset("study", REPO / "params")          # the paper's three systems only (issue 47's rerun)
-    kept = results.table3_systems(study)
+    kept = results.table3_systems(*blocks(study))
     assert not any(k in r for r in kept for k in ("etm", "rsm", "poly", "tempqg"))
     assert {"dpr_baseline", "dpr_uncon", "dpr_mixed", "hybrid_sum_mixed", "hybrid_rrf_mixed"} <= set(kept)
 
@@ -57,17 +61,18 @@ def test_the_papers_systems_train_with_every_seed_and_the_related_ones_with_rela
 
     study = config.preset("study", REPO / "params")
     study["dpr"].update(seeds=[2022, 2023, 2024], variants="all")
-    runs = dense.seed_runs(study)
+    typed = settings.of(study)
+    runs = dense.seed_runs(typed.dpr, typed.mixing)
     assert runs["dpr_mixed"] == ["dpr_mixed_s2022", "dpr_mixed_s2023", "dpr_mixed_s2024"]
     assert runs["dpr_poly_mixed"] == ["dpr_poly_mixed_s2022"] and runs["dpr_tempqg"] == ["dpr_tempqg_s2022"]
     # every replicate pre-trains on its own: the row right after pre-training has a run per seed too
     assert runs["dpr_mixed_pre"] == ["dpr_mixed_pre_s2022", "dpr_mixed_pre_s2023", "dpr_mixed_pre_s2024"]
-    assert hybrid.seed_runs(study)["hybrid_sum_baseline"] == ["hybrid_sum_baseline_s2022"]
-    identity = dense._settings_identity("baseline", study)
+    assert hybrid.seed_runs(typed.hybrid, typed.dpr)["hybrid_sum_baseline"] == ["hybrid_sum_baseline_s2022"]
+    identity = dense._settings_identity("baseline", typed.dpr)
     study["dpr"]["seeds"], study["dpr"]["related_seeds"] = [1, 2], [1]
-    assert dense._settings_identity("baseline", study) == identity
+    assert dense._settings_identity("baseline", settings.of(study).dpr) == identity
     # 06's per-seed analysis measures exactly the systems that have every seed: the paper's three, in its order
-    assert results.seed_systems(study) == ["dpr_baseline", "dpr_uncon", "dpr_mixed"]
+    assert results.seed_systems(settings.of(study).dpr) == ["dpr_baseline", "dpr_uncon", "dpr_mixed"]
 
 
 def test_07_scores_table3s_rows_and_probes_its_dense_ones_with_every_seed():
@@ -78,10 +83,13 @@ def test_07_scores_table3s_rows_and_probes_its_dense_ones_with_every_seed():
 
     study = config.preset("study", REPO / "params")
     study["dpr"].update(seeds=[2022, 2023, 2024], variants="all")     # the first study's seeds, every variant
-    assert mp.systems(study) == results.table3_systems(study)
-    dense = mp.dense_systems(study)
-    assert dense[0] == results.UNTRAINED_SYSTEM and not set(dense) & {*results.SPARSE_SYSTEMS, *hybrid.systems(study)}
-    models = mp.dense_models(study)
+    typed = settings.of(study)
+    rows = (typed.dpr, typed.mixing, typed.hybrid)
+    assert mp.systems(*rows) == results.table3_systems(*rows)
+    dense = mp.dense_systems(*rows)
+    assert dense[0] == results.UNTRAINED_SYSTEM and not set(dense) & {*results.SPARSE_SYSTEMS,
+                                                                      *hybrid.systems(settings.of(study).hybrid)}
+    models = mp.dense_models(*rows)
     assert list(models) == dense
     assert models["dpr_mixed"] == [("mixed", 2022), ("mixed", 2023), ("mixed", 2024)]
     assert models["dpr_poly_rsm_tempqg"] == [("poly_rsm_tempqg", 2022)]

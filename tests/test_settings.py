@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import re
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ def test_every_preset_round_trips_through_the_typed_tree(profile):
     params = config.preset(profile, REPO / "params")
     typed = settings.of(params)
     assert typed.profile == profile and typed.as_dict() == params
+    assert json.dumps(typed.as_dict()) == json.dumps(params)              # in the file's order too: records print it
     assert set(settings.Params.rules()) == set(config._flatten(params))   # a rule per key, a key per rule
     assert settings.of(typed) is typed
 

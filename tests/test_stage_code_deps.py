@@ -50,7 +50,7 @@ def test_every_stage_depends_on_every_module_it_imports():
 
 
 def test_dvc_yaml_is_what_the_dag_writer_makes():
-    assert (REPO / "dvc.yaml").read_text(encoding="utf-8") == dag.render(config.load(REPO / "params.yaml")), \
+    assert (REPO / "dvc.yaml").read_text(encoding="utf-8") == dag.render(config.load_settings(REPO / "params.yaml")), \
         "dvc.yaml is stale: run `python -m ecqg.tooling.dag write` (the variant table, dpr.variants or an import changed)"
 
 

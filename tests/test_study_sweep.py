@@ -37,8 +37,11 @@ def test_select_jobs_adds_the_pretrainings_and_refuses_unknown_names():
 
 
 def test_no_curve_turns_off_the_curve_runs_and_nothing_that_trains(tmp_path):
-    from ecqg.core import config
-    from ecqg.pipeline.dense import train_config
+    from ecqg.core import config, settings
+
+    def train_config(params, phase, seed):          # what stage 05 gives the trainer (pipeline.dense)
+        s = settings.of(params)
+        return getattr(s.dpr, phase).train_config(seed, s.collective_timeout_minutes)
 
     assert config.preset("study")["dpr"]["finetune"]["curve_runs"] is True
     spec = study_sweep.plan([2022], poly=False)[2]
@@ -245,7 +248,10 @@ def test_the_sweep_rebuilds_stage_04s_dose_sets(tmp_path):
     for name, records in (("uncon", uncon), ("mixed", mixed)):
         (tmp_path / SETS[name].path).parent.mkdir(parents=True, exist_ok=True)
         write_dpr_retriever_json(tmp_path / SETS[name].path, records)
-    written = study_sweep.write_dose_sets(tmp_path, {"seed": 3, "mixing": {"doses": [4]}})
+    from ecqg.core import settings
+
+    doses = settings.Mixing(total=8, require_total=False, doses=[4])
+    written = study_sweep.write_dose_sets(tmp_path, doses, 3)
     assert written == [str(dose_set("uncon", 4).path), str(dose_set("mixed", 4).path)]
     expected = mixing.dose_sets(uncon, mixed, [4], 3)[4]
     for records, name in zip(expected, ("uncon", "mixed")):

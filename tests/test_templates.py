@@ -135,9 +135,11 @@ def test_the_selector_trains_on_passage_template_pairs_and_saves_and_loads(tmp_p
         return real_select(*args, **kwargs)
 
     monkeypatch.setattr(selector, "select", spy)
-    params = {"dpr": {"encode": {"batch_size": 2, "autocast": "bfloat16"}}}
-    quality = stage.selector_accuracy(again, pairs, templates.representatives, params)
-    picked = stage.choose_templates(again, list(passages.values()), templates.representatives, params)
+    from ecqg.core import settings
+
+    encode = settings.Encode(batch_size=2, dtype="float32", autocast="bfloat16")
+    quality = stage.selector_accuracy(again, pairs, templates.representatives, encode)
+    picked = stage.choose_templates(again, list(passages.values()), templates.representatives, encode)
     assert used == ["bfloat16", "bfloat16"]
     own = [templates.representatives[c] for c in templates.of_question]
     assert quality["top1"] == round(float(np.mean([p == o for p, o in zip(picked, own)])), 4)

@@ -69,11 +69,15 @@ def test_each_uncon_entry_gets_its_own_question_best_first():
 def test_a_set_too_small_to_pretrain_on_is_refused_before_any_search():
     """The count held out is pre-training's own split's (a fraction rounds as there), so the check and the training
     cannot disagree; nothing is searched or written."""
+    from ecqg.core import config, settings
+
+    mini = settings.of(config.preset("mini"))
+    pretrain = mini.dpr.pretrain
     records = [{"id": f"t{i}", "question": f"q{i}?"} for i in range(6)]     # 0.25 * 6 rounds to 2 held out, 4 to train
     with pytest.raises(ValueError, match="6 questions: too few .* holds out 2 and trains in batches of 5"):
-        write_set({"seed": 1, "dpr": {"pretrain": {"heldout": 0.25, "batch_size": 5}}}, records, {})
+        write_set(pretrain.replace(heldout=0.25, batch_size=5), mini.bm25, 1, records, {})
     with pytest.raises(ValueError, match="holds out 3 and trains in batches of 4"):
-        write_set({"seed": 1, "dpr": {"pretrain": {"heldout": 3, "batch_size": 4}}}, records, {})
+        write_set(pretrain.replace(heldout=3, batch_size=4), mini.bm25, 1, records, {})
 
 
 def test_a_pretraining_sequence_joins_its_phases_figures():
@@ -116,20 +120,21 @@ def test_tempqg_filters_by_its_own_first_rule_where_a_profile_sets_one(monkeypat
     """``tempqg.stage1`` overrides stage 03's rule for TempQG's questions only (mini: answer in passage, as its
     prefix LM's questions rarely pass the reader); null keeps stage 03's. The reader is not run for a rule that does
     not read, and the funnel names the rule that ran."""
-    from ecqg.core import config
+    from ecqg.core import config, settings
     from ecqg.pipeline import synthetic as sp
     from ecqg.pipeline import tempqg as stage
 
-    mini, smoke = config.preset("mini"), config.preset("smoke")
-    assert (stage.stage1_rule(mini), mini["filtering"]["stage1"]) == ("answer_in_passage", "roundtrip")
-    assert stage.stage1_rule(smoke) == smoke["filtering"]["stage1"] == "roundtrip"
+    mini, smoke = settings.of(config.preset("mini")), settings.of(config.preset("smoke"))
+    assert (stage.stage1_rule(mini.tempqg, mini.filtering), mini.filtering.stage1) == ("answer_in_passage",
+                                                                                        "roundtrip")
+    assert stage.stage1_rule(smoke.tempqg, smoke.filtering) == smoke.filtering.stage1 == "roundtrip"
 
     def no_reader(*args, **kwargs):
         raise AssertionError("the reader ran for a rule that does not read")
 
     monkeypatch.setattr(sp, "read", no_reader)
-    monkeypatch.setattr(sp, "stage2", lambda kept, passages, params, progress=True: (kept, [], {}, {}))
-    monkeypatch.setattr(sp, "test_question_keys", lambda params: set())
+    monkeypatch.setattr(sp, "stage2", lambda kept, passages, filtering, dpr, progress=True: (kept, [], {}, {}))
+    monkeypatch.setattr(sp, "test_question_keys", lambda test_sets: set())
     records = [{"id": "t1", "passage_id": "p1", "question": "Which river flows through Lyon?", "answer": "The Rhone",
                 "generator": "tempqg", "entity": None, "template": "which river flows through _?"},
                {"id": "t2", "passage_id": "p2", "question": "Who founded Apple?", "answer": "Steve Jobs",

@@ -28,7 +28,7 @@ def test_a_toy_variant_is_one_table_entry(with_toy):
     params = {**with_toy, "dpr": {**with_toy["dpr"], "seeds": [1, 2]}}
     typed = settings.of(params)
     rows = (typed.dpr, typed.mixing, typed.hybrid)
-    text = dag.render(params)
+    text = dag.render(typed)
     pre, fine = text.split("\n  pretrain_toy:")[1], text.split("\n  finetune_toy:")[1]
     # its replicate's own UnCon set (qg.generate.per_replicate), TempQG's one set
     assert "deps: [notebooks/05_dpr_training.ipynb, 'outputs/synthetic/s${item.seed}/uncon.json', " \

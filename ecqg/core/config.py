@@ -346,6 +346,11 @@ def load(path: str | Path = PARAMS_FILE) -> dict:
     return resolve_host(validate(_read_yaml(path), str(path)))
 
 
+def load_settings(path: str | Path = PARAMS_FILE) -> settings.Params:
+    """:func:`load`, typed (``ecqg.core.settings``): what a stage or a notebook builds once and passes down by block."""
+    return settings.of(load(path))
+
+
 def host_cores() -> int:
     """The cores this process may run on (its affinity mask: a container's or a scheduler's share, not the box's)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -19,17 +19,18 @@ log = logging.getLogger("ecqg")
 
 
 @contextlib.contextmanager
-def timed_stage(name: str, params: dict) -> Iterator[dict]:
-    """Time the body; yield a dict the stage fills with figures; write it with the wall time on success."""
+def timed_stage(name: str, profile: str, device_setting: str) -> Iterator[dict]:
+    """Time the body; yield a dict the stage fills with figures; write it with the wall time on success, under
+    ``profile``'s results. ``device_setting``: the ``device`` of params.yaml, made this process's policy."""
     setup_logging()
-    policy = device.configure(params)
+    policy = device.configure(device_setting)
     figures: dict = {}
     start = time.perf_counter()
-    log.info("stage %s: start (profile %s, device %s)", name, params.get("profile"), policy)
+    log.info("stage %s: start (profile %s, device %s)", name, profile, policy)
     yield figures
     wall = time.perf_counter() - start
-    record = {"stage": name, "profile": params["profile"], "wall_time_s": round(wall, 1),
+    record = {"stage": name, "profile": profile, "wall_time_s": round(wall, 1),
               "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
               "machine": f"{platform.machine()} {platform.system()}", "host": device.host(), **figures}
-    write_json(paths.stage_metrics(name, params["profile"]), record)
+    write_json(paths.stage_metrics(name, profile), record)
     log.info("stage %s: done in %.1f s", name, wall)

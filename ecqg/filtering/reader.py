@@ -327,20 +327,21 @@ def questions_with_contexts(questions: Sequence[Mapping], passages: Mapping[str,
 
 
 def predict_in_processes(model, tokenizer, questions: Sequence[Mapping], passages: Mapping[str, Mapping] | None,
-                         params: Mapping, progress: bool = True, where: str = "questions",
-                         **settings) -> dict[str, dict[str, Any]]:
-    """:func:`predict` split over ``processes`` torchrun workers (:mod:`ecqg.runtime.parallel`), whole chunks each, so the
-    predictions are the single process's; with one process it is :func:`predict` itself."""
+                         progress: bool = True, where: str = "questions", *, processes: int | str = 1,
+                         launcher_args: Sequence[str] | None = None, **settings) -> dict[str, dict[str, Any]]:
+    """:func:`predict` split over ``processes`` torchrun workers (:mod:`ecqg.runtime.parallel`; started with
+    ``launcher_args``), whole chunks each, so the predictions are the single process's; with one process it is
+    :func:`predict` itself."""
     from ecqg.runtime import parallel
 
-    if parallel.processes(params) <= 1:
+    if parallel.processes(processes) <= 1:
         return predict(model, tokenizer, questions, passages, progress=progress, where=where, **settings)
     ids, texts, contexts = questions_with_contexts(questions, passages, where)
     job = {"questions": [{"id": i, "question": q, "context": c} for i, q, c in zip(ids, texts, contexts)],
            "settings": {"chunk_size": 2048, **settings}}
     with parallel.job_directory("read") as job_dir:
         save_mrc(model, tokenizer, job_dir / parallel.MODEL_DIR)
-        parts = parallel.run("read", job, job_dir, params, progress)
+        parts = parallel.run("read", job, job_dir, processes, launcher_args, progress)
     return {qid: prediction for part in parts for qid, prediction in part.items()}
 
 

@@ -12,39 +12,42 @@ import numpy as np
 import pandas as pd
 
 from ecqg.analysis.attention import AttentionStudy, select_entities
+from ecqg.core import settings
 from ecqg.pipeline.common import pool_passages, subset, test_gold_ids  # noqa: F401  (notebook 06: attention_bias.subset)
 
 
-def sample_passages(params: Mapping, size: int | None = None,
+def sample_passages(attention: settings.Attention, test_sets: Mapping[str, str], seed: int, size: int | None = None,
                     purpose: str = "attention") -> tuple[list[dict], dict]:
     """A seeded sample of pool passages (``data.synthetic_pool``: the corpus, or every input passage); optionally
-    without the test sets' gold passages (a leak guard: synthetic questions are later generated on these passages).
-    Returns the sample and what was excluded. ``size``: how many (default ``attention.sample_passages``);
-    ``purpose`` names the sample in its seed (another purpose draws an independent sample)."""
-    settings = params["attention"]
-    excluded = test_gold_ids(params["data"]["test_sets"]) if settings["exclude_test_gold"] else set()
+    (``attention.exclude_test_gold``) without the gold passages of ``test_sets`` (``data.test_sets``; a leak guard:
+    synthetic questions are later generated on these passages). Returns the sample and what was excluded. ``size``:
+    how many (default ``attention.sample_passages``); ``purpose`` names the sample in its seed (the params' ``seed``;
+    another purpose draws an independent sample)."""
+    excluded = test_gold_ids(test_sets) if attention.exclude_test_gold else set()
     pool = [p for p in pool_passages() if p["id"] not in excluded]
-    size = min(settings["sample_passages"] if size is None else size, len(pool))
-    chosen = sorted(random.Random(f"{params['seed']}-{purpose}").sample(range(len(pool)), size))
+    size = min(attention.sample_passages if size is None else size, len(pool))
+    chosen = sorted(random.Random(f"{seed}-{purpose}").sample(range(len(pool)), size))
     return [pool[i] for i in chosen], {"pool": len(pool), "excluded_test_gold": len(excluded), "sampled": size}
 
 
-def conditioning_input(params: Mapping, model, studied: list[dict], study: AttentionStudy,
-                       selection: pd.DataFrame) -> tuple[list[dict], dict]:
+def conditioning_input(attention: settings.Attention, test_sets: Mapping[str, str], seed: int, model,
+                       studied: list[dict], study: AttentionStudy, selection: pd.DataFrame) -> tuple[list[dict], dict]:
     """What stage 02 conditions on: per passage its lowest-attended entities under ``model`` (the baseline DPR).
 
     ``attention.condition_passages`` null: the studied passages (their study is reused). A number N: a seeded sample
     of N pool passages of its own (the paper studies 20k passages for the bias but conditions on enough passages for
-    500k questions), measured with the same analysis. Returns the records and how many passages were measured.
+    500k questions), measured with the same analysis (:func:`sample_passages`: ``test_sets``, ``seed``). Returns
+    the records and how many passages were measured.
     """
     from ecqg.analysis.attention import analyze_passages
 
-    wanted = params["attention"]["condition_passages"]
+    wanted = attention.condition_passages
     if wanted is None:
         return qg_entities(selection, studied), {"passages": len(studied), "reused_study": True}
-    passages, _ = sample_passages(params, wanted, purpose="condition")
-    measured = analyze_passages(model, passages, batch_size=params["attention"]["batch_size"])
-    return qg_entities(selection_for(measured, params), passages), {"passages": len(passages), "reused_study": False}
+    passages, _ = sample_passages(attention, test_sets, seed, wanted, purpose="condition")
+    measured = analyze_passages(model, passages, batch_size=attention.batch_size)
+    return qg_entities(selection_for(measured, attention), passages), {"passages": len(passages),
+                                                                      "reused_study": False}
 
 
 def pick_example(selection: pd.DataFrame, passage_id: str | None = None) -> str:
@@ -93,6 +96,7 @@ def summary(study: AttentionStudy, selection: pd.DataFrame, bias: Mapping) -> di
             "truncated_passages": int(p.truncated.sum()), **bias}
 
 
-def selection_for(study: AttentionStudy, params: Mapping) -> pd.DataFrame:
-    settings = params["attention"]
-    return select_entities(study.entities, settings["lowest_entities"], settings["min_entities"])
+def selection_for(study: AttentionStudy, attention: settings.Attention) -> pd.DataFrame:
+    """The studied entities stage 02 may condition on (``attention.lowest_entities`` of passages with at least
+    ``attention.min_entities``)."""
+    return select_entities(study.entities, attention.lowest_entities, attention.min_entities)

@@ -16,7 +16,7 @@ import shutil
 import time
 from typing import Mapping
 
-from ecqg.core import choices, paths, variants
+from ecqg.core import choices, paths, settings, variants
 from ecqg.data.dpr import read_dpr_retriever_json
 from ecqg.core.io import copy_directory, empty_directory
 from ecqg.pipeline.common import fingerprint, primary_seed
@@ -35,25 +35,44 @@ UNTRAINED = "untrained"  # the base checkpoint, not fine-tuned: Table 3's "not f
 TRAINING_TOKENS = paths.OUTPUTS / "tokenized" / "training"
 
 
-def base_retriever(params: Mapping, kind: str | None = None, **model_kwargs) -> Retriever:
-    """The retriever a variant starts from, of ``kind`` (default: the kind ``dpr.model`` names), with the settings of
-    its own params block where its traits name one (``ecqg.core.choices.TRAITS``: a Poly-DPR's ``polydpr`` codes and
-    what they attend to). ``model_kwargs``: e.g. ``attn_implementation="eager"``, ``code_seed``."""
-    dpr = params["dpr"]
-    kind = kind or dpr["model"]
+def kind_block(s: settings.Params, kind: str) -> settings.PolyDpr | None:
+    """The params block of retriever ``kind``'s own settings where its traits name one
+    (``ecqg.core.choices.TRAITS``: a Poly-DPR's ``polydpr``), else None: what :func:`base_retriever` takes."""
     block = choices.traits(kind).settings
-    extra = dict(params[block]) if block else {}
-    return build_retriever(kind, dpr["base_model"], shared=dpr["shared_encoders"], pooling=dpr["pooling"],
-                           query_max_length=dpr["query_max_length"], passage_max_length=dpr["passage_max_length"],
+    return getattr(s, block) if block else None
+
+
+def _own_settings(kind: str, own: settings.PolyDpr | None) -> dict:
+    """The constructor keys of ``kind``'s own block (``own``), checked to be there when the kind has one."""
+    block = choices.traits(kind).settings
+    if not block:
+        return {}
+    if own is None:
+        raise ValueError(f"retriever kind '{kind}' takes its '{block}' settings: pass that block (kind_settings)")
+    return own.as_dict()
+
+
+def base_retriever(dpr: settings.Dpr, kind: str | None = None, kind_settings: settings.PolyDpr | None = None,
+                   **model_kwargs) -> Retriever:
+    """The retriever a variant starts from, of ``kind`` (default: the kind ``dpr.model`` names), with the settings of
+    its own params block where its traits name one (``kind_settings``, :func:`kind_block`: a Poly-DPR's
+    ``polydpr`` codes and what they attend to; ignored for a kind without one). ``model_kwargs``: e.g.
+    ``attn_implementation="eager"``, ``code_seed``."""
+    kind = kind or dpr.model
+    extra = _own_settings(kind, kind_settings)
+    return build_retriever(kind, dpr.base_model, shared=dpr.shared_encoders, pooling=dpr.pooling,
+                           query_max_length=dpr.query_max_length, passage_max_length=dpr.passage_max_length,
                            **extra, **model_kwargs)
 
 
-def load_model(variant: str, params: Mapping, seed: int | None = None, **model_kwargs) -> Retriever:
-    """The base checkpoint for ``untrained``, else the model stage 05 trained for ``variant`` with ``seed``
-    (default: the primary seed). ``model_kwargs``: e.g. ``attn_implementation="eager"``."""
+def load_model(variant: str, dpr: settings.Dpr, seed: int | None = None,
+               kind_settings: settings.PolyDpr | None = None, **model_kwargs) -> Retriever:
+    """The base checkpoint for ``untrained`` (``kind_settings``: :func:`base_retriever`'s), else the model stage 05
+    trained for ``variant`` with ``seed`` (default: the primary seed). ``model_kwargs``: e.g.
+    ``attn_implementation="eager"``."""
     if variant == UNTRAINED:
-        return base_retriever(params, **model_kwargs)
-    seed = primary_seed(params) if seed is None else seed
+        return base_retriever(dpr, kind_settings=kind_settings, **model_kwargs)
+    seed = primary_seed(dpr) if seed is None else seed
     directory = paths.model_dir(variant, seed)
     if not is_saved_retriever(directory):
         raise FileNotFoundError(f"{directory}: no trained model for variant '{variant}', seed {seed} "
@@ -61,17 +80,18 @@ def load_model(variant: str, params: Mapping, seed: int | None = None, **model_k
     return load_retriever(directory, **model_kwargs)
 
 
-def gold_records(params: Mapping) -> dict[str, list[dict]]:
-    """The gold DPR training records by part, after the profile's seeded sub-sampling (``max_examples``): the gold
-    triples (or DPR's nq-train.json), and NQ dev with distant supervision when ``dpr.finetune.nq_dev_distant``."""
+def gold_records(finetune: settings.DprFinetune, seed: int) -> dict[str, list[dict]]:
+    """The gold DPR training records by part, after the profile's seeded sub-sampling (``max_examples``; ``seed``:
+    the profile's): the gold triples (or DPR's nq-train.json), and NQ dev with distant supervision when
+    ``dpr.finetune.nq_dev_distant``."""
     parts = {"gold_triples": list(read_dpr_retriever_json(paths.GOLD_DPR))}
-    if params["dpr"]["finetune"]["nq_dev_distant"]:
+    if finetune.nq_dev_distant:
         parts["nq_dev_distant"] = list(read_dpr_retriever_json(paths.NQ_DEV_DISTANT))
-    limit = params["dpr"]["finetune"]["max_examples"]
+    limit = finetune.max_examples
     total = sum(len(v) for v in parts.values())
     if limit is None or limit >= total:
         return parts
-    keep = set(random.Random(f"{params['seed']}-dpr-gold").sample(range(total), limit))
+    keep = set(random.Random(f"{seed}-dpr-gold").sample(range(total), limit))
     out, offset = {}, 0
     for name, records in parts.items():
         out[name] = [r for i, r in enumerate(records) if offset + i in keep]
@@ -79,29 +99,18 @@ def gold_records(params: Mapping) -> dict[str, list[dict]]:
     return out
 
 
-# dpr.<phase> keys that steer the data and the validation, not the optimisation (not TrainConfig fields)
-DATA_KEYS = ("max_examples", "heldout", "nq_dev_distant", "validation", "curve_runs", "curve_probe_passages")
-
-
-def train_config(params: Mapping, phase: str = "finetune", seed: int | None = None) -> TrainConfig:
-    """TrainConfig from ``params.dpr.<phase>`` (keys that only steer data selection are left out)."""
-    settings = {k: v for k, v in params["dpr"][phase].items() if k not in DATA_KEYS}
-    return TrainConfig.from_dict({**settings, "seed": params["seed"] if seed is None else seed,
-                                  "dist_timeout_minutes": params["collective_timeout_minutes"]})
-
-
 PRETRAINED_SUFFIX = variants.PRE_SUFFIX     # uncon_pre, ...: a pre-trained variant right after pre-training
 
 
-def retriever_kind(variant: str, params: Mapping) -> str:
+def retriever_kind(variant: str, dpr: settings.Dpr) -> str:
     """The retriever kind of ``variant`` (the table's, or ``dpr.model``)."""
-    return variants.get(variant).retriever_kind(params)
+    return variants.get(variant).retriever_kind(dpr.model)
 
 
-def synthetic_records(name: str, seed: int, params: Mapping) -> list[dict]:
+def synthetic_records(name: str, seed: int, per_replicate: bool) -> list[dict]:
     """The pre-training set replicate ``seed`` reads (``ecqg.core.variants.SETS``: stage 04's, its own where sets
-    are per replicate; pseudo_queries', tempqg's, or a dose), DPR retriever-json."""
-    return list(read_dpr_retriever_json(variants.set_path(name, seed, params)))
+    are per replicate, ``qg.generate.per_replicate``; pseudo_queries', tempqg's, or a dose), DPR retriever-json."""
+    return list(read_dpr_retriever_json(variants.set_path(name, seed, per_replicate)))
 
 
 def _train_phase(model: Retriever, records: list[dict], heldout: int, config: TrainConfig, run_dir, seed: int,
@@ -120,20 +129,22 @@ def _train_phase(model: Retriever, records: list[dict], heldout: int, config: Tr
             "resumed_from": None if resumed_from is None else str(resumed_from)}
 
 
-def _settings_identity(variant: str, params: Mapping) -> dict:
-    """The ``dpr`` settings that define a variant's training run (plus its kind's own block: ``polydpr``). The seed lists
-    are not among them: a run's own seed is, so adding a seed leaves every other run's checkpoints resumable."""
-    dpr = {k: v for k, v in params["dpr"].items()
-           if k not in ("encode", "index", "pretrain", "seeds", "related_seeds")}
-    block = choices.traits(retriever_kind(variant, params)).settings
-    return {**dpr, block: params[block]} if block else dpr
+def _settings_identity(variant: str, dpr: settings.Dpr, kind_settings: settings.PolyDpr | None = None) -> dict:
+    """The ``dpr`` settings that define a variant's training run (plus its kind's own block, ``kind_settings``:
+    ``polydpr``). The seed lists are not among them: a run's own seed is, so adding a seed leaves every other run's
+    checkpoints resumable."""
+    identity = {k: v for k, v in dpr.as_dict().items()
+                if k not in ("encode", "index", "pretrain", "seeds", "related_seeds")}
+    kind = retriever_kind(variant, dpr)
+    block = choices.traits(kind).settings
+    return {**identity, block: _own_settings(kind, kind_settings)} if block else identity
 
 
-def _start_model(variant: str, params: Mapping, seed: int) -> Retriever:
+def _start_model(variant: str, dpr: settings.Dpr, kind_settings: settings.PolyDpr | None, seed: int) -> Retriever:
     """The base checkpoint as the variant's retriever kind; a Poly-DPR's codes start from ``seed``."""
-    kind = retriever_kind(variant, params)
-    return base_retriever(params, kind, code_seed=seed) if choices.traits(kind).seeded_init else \
-        base_retriever(params, kind)
+    kind = retriever_kind(variant, dpr)
+    return base_retriever(dpr, kind, kind_settings, code_seed=seed) if choices.traits(kind).seeded_init else \
+        base_retriever(dpr, kind, kind_settings)
 
 
 def is_pretrained_variant(variant: str) -> bool:
@@ -146,9 +157,11 @@ def pretrained_dir(variant: str, seed: int):
     return paths.model_dir(variant + PRETRAINED_SUFFIX, seed)
 
 
-def pretrain_variant(variant: str, params: Mapping, seed: int, progress: bool = True) -> dict:
+def pretrain_variant(variant: str, s: settings.Params, seed: int, progress: bool = True) -> dict:
     """Pre-train replicate ``seed`` of ``variant`` on its synthetic sets (``dpr.pretrain``) and save it to
-    :func:`pretrained_dir`. Returns the phase's figures (history, counts, time).
+    :func:`pretrained_dir`. Returns the phase's figures (history, counts, time). Takes the whole tree, as
+    :func:`train_variant` does (:func:`train_replicate` runs either): ``dpr``, the kind's own block, which set a
+    replicate reads (``qg.generate.per_replicate``) and the collective timeout.
 
     Every replicate pre-trains on its own (seed ``seed``), so the spread over a synthetic variant's runs includes
     its pre-training's. A variant with several sets (``poly_rsm_tempqg``) trains one phase per set, each continuing
@@ -159,17 +172,19 @@ def pretrain_variant(variant: str, params: Mapping, seed: int, progress: bool = 
     if not spec.pretrained:
         raise ValueError(f"variant '{variant}' has no synthetic pre-training; pre-trained variants: "
                          f"{', '.join(v.name for v in variants.TABLE if v.pretrained)}")
-    model = _start_model(variant, params, seed)
-    settings = params["dpr"]["pretrain"]
+    own = kind_block(s, retriever_kind(variant, s.dpr))
+    model = _start_model(variant, s.dpr, own, seed)
+    pretrain = s.dpr.pretrain
     checkpoints = paths.checkpoint_dir(variant + PRETRAINED_SUFFIX, seed)
-    identity = {k: v for k, v in _settings_identity(variant, params).items() if k != "finetune"}
+    identity = {k: v for k, v in _settings_identity(variant, s.dpr, own).items() if k != "finetune"}
     phases, trail = [], []
     for name in spec.pretrain:
-        synthetic = synthetic_records(name, seed, params)
+        synthetic = synthetic_records(name, seed, s.qg.generate.per_replicate)
         trail.append(data_fingerprint(synthetic))        # a phase's run depends on every set before it
-        run_dir = checkpoints / fingerprint(identity, settings, seed, *trail)
-        phases.append((name, _train_phase(model, synthetic, settings["heldout"],
-                                          train_config(params, "pretrain", seed), run_dir, seed, progress)))
+        run_dir = checkpoints / fingerprint(identity, pretrain.as_dict(), seed, *trail)
+        phases.append((name, _train_phase(model, synthetic, pretrain.heldout,
+                                          pretrain.train_config(seed, s.collective_timeout_minutes), run_dir, seed,
+                                          progress)))
     result = _joined_phases(phases)
     if is_main_process():
         copy_directory(run_dir / "model", pretrained_dir(variant, seed),
@@ -197,9 +212,11 @@ def _joined_phases(phases: list[tuple[str, dict]]) -> dict:
             "resumed_from": next((r["resumed_from"] for _, r in phases if r["resumed_from"]), None)}
 
 
-def train_variant(variant: str, params: Mapping, seed: int, progress: bool = True) -> dict:
+def train_variant(variant: str, s: settings.Params, seed: int, progress: bool = True) -> dict:
     """Fine-tune one variant with one seed on the gold data; save it to ``outputs/models/dpr_<variant>_s<seed>``.
     Returns the fine-tuning figures (history, counts, time, and ``pretrained_from`` for a pre-trained variant).
+    Takes the whole tree: ``dpr``, the kind's own block, the profile's ``seed`` (the gold sub-sample), the collective
+    timeout, and for the corpus validation ``data``, ``retrieval`` (:func:`_finetune_validation`).
 
     ``baseline``: the base checkpoint fine-tuned on gold data only (the paper's DPR row). A pre-trained variant
     (``ecqg.core.variants.TABLE``) starts from replicate ``seed``'s pre-trained model (:func:`pretrain_variant`, its own
@@ -210,6 +227,7 @@ def train_variant(variant: str, params: Mapping, seed: int, progress: bool = Tru
     Checkpoints (with optimizer state, about 0.5 GB each for MiniLM) serve only to resume a killed run: once the
     model is saved, the variant's checkpoint directory is emptied, older settings' runs included.
     """
+    own = kind_block(s, retriever_kind(variant, s.dpr))
     start_identity: list = []
     pretrained_from = None
     if is_pretrained_variant(variant):
@@ -220,14 +238,16 @@ def train_variant(variant: str, params: Mapping, seed: int, progress: bool = Tru
         model = load_retriever(pretrained_from)
         start_identity = [fingerprint((pretrained_from / "history.jsonl").read_text(encoding="utf-8"))]
     else:
-        model = _start_model(variant, params, seed)
-    records = [r for part in gold_records(params).values() for r in part]
-    heldout = params["dpr"]["finetune"]["heldout"]
+        model = _start_model(variant, s.dpr, own, seed)
+    finetune = s.dpr.finetune
+    records = [r for part in gold_records(finetune, s.seed).values() for r in part]
+    heldout = finetune.heldout
     n_train = len(split_records(records, heldout, seed)[0])
-    parts = [_settings_identity(variant, params), seed, n_train, len(records) - n_train] + start_identity
+    parts = [_settings_identity(variant, s.dpr, own), seed, n_train, len(records) - n_train] + start_identity
     run_dir = paths.checkpoint_dir(variant, seed) / fingerprint(*parts)
-    validator, curve = _finetune_validation(variant, params, seed, run_dir, progress)
-    result = _train_phase(model, records, heldout, train_config(params, seed=seed), run_dir, seed, progress, validator)
+    validator, curve = _finetune_validation(s.dpr, s.data, s.retrieval, s.seed, seed, run_dir, progress)
+    result = _train_phase(model, records, heldout, finetune.train_config(seed, s.collective_timeout_minutes), run_dir,
+                          seed, progress, validator)
     if is_main_process():
         if curve is not None and curve.is_dir():     # the snapshots' test runs travel with the model
             shutil.copytree(curve, run_dir / "model" / CURVE_DIR, dirs_exist_ok=True)
@@ -243,96 +263,101 @@ def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
-def train_replicate(variant: str, params: Mapping, seed: int, phase: str = "finetune", progress: bool = True
+def train_replicate(variant: str, s: settings.Params, seed: int, phase: str = "finetune", progress: bool = True
                     ) -> dict:
     """Pre-train (``phase="pretrain"``) or fine-tune replicate ``seed`` of ``variant``: in this process, or with
     ``processes: N`` above 1 in N torchrun processes (one per GPU under ``device: auto``), in-batch negatives
     gathered across them. ``batch_size`` is the global batch, so the data order, the negatives and the trained model
     are those of one process (``tests/test_parallel.py`` trains both ways and compares). Returns the phase's
-    figures."""
+    figures. Takes the whole tree: the phase's (:func:`pretrain_variant`, :func:`train_variant`), and ``processes``,
+    ``launcher_args``; the workers rebuild it from the job."""
     from ecqg.runtime import parallel
 
     if phase not in ("pretrain", "finetune"):
         raise ValueError(f"phase must be 'pretrain' or 'finetune', not {phase!r}")
-    n = parallel.processes(params)
+    n = parallel.processes(s.processes)
     if n == 1:
-        return _run_phase(variant, params, seed, phase, progress)
-    batch = params["dpr"][phase]["batch_size"]
+        return _run_phase(variant, s, seed, phase, progress)
+    batch = getattr(s.dpr, phase).batch_size
     if batch % n:
-        counted = " (processes: auto, the GPUs visible here)" if params.get("processes") == "auto" else ""
+        counted = " (processes: auto, the GPUs visible here)" if s.processes == "auto" else ""
         raise ValueError(f"dpr.{phase}.batch_size {batch} does not split over processes: {n}{counted}; the global "
                          "batch is cut into one share per process (each the batch per device): set 'processes' to "
                          f"a divisor of {batch} or 'dpr.{phase}.batch_size' to a multiple of {n}")
     log.info("%s of %s, seed %d: %d processes, %d examples per device of a global batch of %d", phase, variant,
              seed, n, batch // n, batch)
     with parallel.job_directory("train") as job_dir:
-        parts = parallel.run("train", {"variant": variant, "params": dict(params), "seed": seed, "phase": phase},
-                             job_dir, params, progress)
+        parts = parallel.run("train", {"variant": variant, "params": s.as_dict(), "seed": seed, "phase": phase},
+                             job_dir, s.processes, s.launcher_args, progress)
     return parts[0]
 
 
 def train_part(job: Mapping, rank: int, world: int, job_dir) -> dict:
     """One torchrun process of :func:`train_replicate`: the whole phase, its share of each global batch (the
     trainer takes it from Accelerate); rank 0 returns the figures."""
-    result = _run_phase(job["variant"], job["params"], job["seed"], job["phase"], job["progress"] and rank == 0)
+    result = _run_phase(job["variant"], settings.of(job["params"]), job["seed"], job["phase"],
+                        job["progress"] and rank == 0)
     return result if rank == 0 else {}
 
 
-def _run_phase(variant: str, params: Mapping, seed: int, phase: str, progress: bool) -> dict:
-    return (pretrain_variant(variant, params, seed, progress) if phase == "pretrain"
-            else train_variant(variant, params, seed, progress))
+def _run_phase(variant: str, s: settings.Params, seed: int, phase: str, progress: bool) -> dict:
+    return (pretrain_variant(variant, s, seed, progress) if phase == "pretrain"
+            else train_variant(variant, s, seed, progress))
 
 
-def _finetune_validation(variant: str, params: Mapping, seed: int, run_dir, progress: bool):
+def _finetune_validation(dpr: settings.Dpr, data: settings.Data, retrieval: settings.Retrieval, probe_seed: int,
+                         seed: int, run_dir, progress: bool):
     """``(validator, curve dir)``: with ``dpr.finetune.validation: corpus``, held-out gold questions retrieved over
     the corpus (:mod:`ecqg.pipeline.finetune_validation`), and for the first seed with ``curve_runs`` the test
-    runs of every snapshot; ``(None, None)`` for DPR's pool validation."""
+    runs of every snapshot; ``(None, None)`` for DPR's pool validation. ``probe_seed``: the profile's ``seed`` (the
+    moved-sentence probe's sample); ``seed``: the replicate's."""
     from ecqg.pipeline.finetune_validation import corpus_validator
 
-    settings = params["dpr"]["finetune"]
-    if settings["validation"] != "corpus":
+    finetune = dpr.finetune
+    if finetune.validation != "corpus":
         return None, None
-    curve = run_dir / CURVE_DIR if settings["curve_runs"] and seed == primary_seed(params) else None
-    return (lambda held: corpus_validator(params, held, curve, progress)), curve
+    curve = run_dir / CURVE_DIR if finetune.curve_runs and seed == primary_seed(dpr) else None
+    return (lambda held: corpus_validator(dpr, data, retrieval, probe_seed, held, curve, progress)), curve
 
 
-def training_summary(params: Mapping, result: Mapping, variant: str, seed: int, phase: str) -> dict:
-    """What ``results/<profile>/dpr_<variant>[_pre]_s<seed>_training.json`` records of one training phase."""
+def training_summary(dpr: settings.Dpr, profile: str, result: Mapping, variant: str, seed: int, phase: str) -> dict:
+    """What ``results/<profile>/dpr_<variant>[_pre]_s<seed>_training.json`` records of one training phase (its
+    settings: ``dpr.<phase>``)."""
     from ecqg.runtime.hf_training import resolve_mixed_precision
 
     history = result["history"]
     validation = [h for h in history if "val_top1" in h]
     rates = [h["examples_per_s"] for h in history if h.get("examples_per_s")]
-    settings = params["dpr"][phase]
+    block = getattr(dpr, phase)
     shown, convergence_figures = (validation[-1] if validation else {}), {}
-    if settings.get("patience"):      # fine-tuning to convergence: the kept epoch end's validation
-        chosen = convergence.selected_step(history, settings["select_metric"])
+    if getattr(block, "patience", None):      # fine-tuning to convergence: the kept epoch end's validation
+        chosen = convergence.selected_step(history, block.select_metric)
         shown = next((h for h in validation if h["step"] == chosen), shown)
         convergence_figures = {"epochs_trained": history[-1]["epoch"] + 1 if history else 0, "selected_step": chosen,
-                               "select_metric": settings["select_metric"], "patience": settings["patience"]}
+                               "select_metric": block.select_metric, "patience": block.patience}
     if history and history[-1].get("stopped_by"):
         convergence_figures["stopped_by"] = history[-1]["stopped_by"]     # recorded by the trainer
     return {
-        "variant": variant, "phase": phase, "seed": seed, "profile": params["profile"],
-        "base_model": params["dpr"]["base_model"], "pretrained_from": result.get("pretrained_from"),
+        "variant": variant, "phase": phase, "seed": seed, "profile": profile,
+        "base_model": dpr.base_model, "pretrained_from": result.get("pretrained_from"),
         "train_examples": result["train_examples"], "heldout_examples": result["heldout_examples"],
         "steps": len(history), "train_minutes": round(result["train_seconds"] / 60, 2),
         "examples_per_s": round(sum(rates) / len(rates), 2) if rates else None,
-        "mixed_precision": resolve_mixed_precision(params["dpr"][phase]["mixed_precision"]),  # what ran here
+        "mixed_precision": resolve_mixed_precision(block.mixed_precision),  # what ran here
         "final_loss": round(history[-1]["loss"], 4) if history else None,
         **convergence_figures,
         **{k: round(float(v), 4) for k, v in shown.items() if k.startswith("val_")},
     }
 
 
-def write_training_plots(params: Mapping, history: list[dict], run_name: str) -> list:
+def write_training_plots(profile: str, history: list[dict], run_name: str) -> list:
     """Loss and validation curves of one training phase as DVC plot data:
     ``results/<profile>/plots/{training,validation}/<run_name>.csv`` (``dvc plots show``); ``run_name`` is
     ``dpr_<variant>_s<seed>``, or ``dpr_<variant>_pre_s<seed>`` for a pre-training."""
     from ecqg.core.io import write_csv
 
-    return [write_csv(paths.plot_data(params["profile"], f"training/{run_name}.csv"), history, ["step", "loss"]),
-            write_csv(paths.plot_data(params["profile"], f"validation/{run_name}.csv"),
+    return [write_csv(paths.plot_data(profile, f"training/{run_name}.csv"), history, ["step", "loss"]),
+            write_csv(paths.plot_data(profile, f"validation/{run_name}.csv"),
                       [h for h in history if "val_top1" in h],
                       ["step", "val_top1", "val_top5", "val_top20", "val_avg_rank"])]
 
@@ -342,21 +367,21 @@ def system_name(variant: str, seed: int | None = None) -> str:
     return "minilm_untrained" if variant == UNTRAINED else paths.dense_run_name(variant, seed)
 
 
-def seed_runs(params: Mapping) -> dict[str, list[str]]:
+def seed_runs(dpr: settings.Dpr, mixing: settings.Mixing) -> dict[str, list[str]]:
     """Table 3's dense rows -> the run of each replicate (``dpr_baseline`` -> ``[dpr_baseline_s2022, ...]``), for
     every variant the profile trains; a pre-trained variant's row right after pre-training (``dpr_uncon_pre``) has
     the pre-trained model of each replicate, and each dose of ``mixing.doses`` its own rows."""
     runs = {}
-    for v in variants.trained(params):
-        replicate_seeds = variants.seeds(v, params)
+    for v in variants.trained(dpr):
+        replicate_seeds = variants.seeds(v, dpr)
         runs[v.system] = [system_name(v.name, s) for s in replicate_seeds]
         if v.pretrained:
             runs[v.pre_system] = [system_name(v.name + PRETRAINED_SUFFIX, s) for s in replicate_seeds]
-    for v in dose_variants(params):
-        runs[v.pre_system] = [system_name(v.name + PRETRAINED_SUFFIX, s) for s in variants.seeds(v, params)]
+    for v in dose_variants(mixing):
+        runs[v.pre_system] = [system_name(v.name + PRETRAINED_SUFFIX, s) for s in variants.seeds(v, dpr)]
     return runs
 
 
-def dose_variants(params: Mapping) -> list:
+def dose_variants(mixing: settings.Mixing) -> list:
     """The dose curve's variants (``mixing.doses``): UnCon and Mixed pre-trained on their sets cut to each size."""
-    return [variants.dose_variant(base, n) for n in variants.doses(params) for base in variants.DOSED_SETS]
+    return [variants.dose_variant(base, n) for n in variants.doses(mixing) for base in variants.DOSED_SETS]

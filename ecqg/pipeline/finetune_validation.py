@@ -19,7 +19,7 @@ import logging
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from ecqg.core import paths
+from ecqg.core import paths, settings
 from ecqg.core.io import read_jsonl
 
 log = logging.getLogger(__name__)
@@ -33,11 +33,12 @@ def curve_step_dir(root: Path, step: int) -> Path:
     return Path(root) / f"step-{step:06d}"
 
 
-def corpus_validator(params: Mapping, heldout: Sequence[Mapping], curve_dir: Path | None = None,
-                     progress: bool = False) -> Callable:
+def corpus_validator(dpr: settings.Dpr, data: settings.Data, retrieval: settings.Retrieval, probe_seed: int,
+                     heldout: Sequence[Mapping], curve_dir: Path | None = None, progress: bool = False) -> Callable:
     """``validate(model, step) -> {val_top1, val_top5, val_top20, val_questions, val_passages}`` for
     :func:`ecqg.retrieval.train.train_biencoder`; with ``curve_dir``, also the test sets' runs of each snapshot and
-    its moved-sentence gaps."""
+    its moved-sentence gaps (``dpr.finetune.curve_probe_passages`` pairs drawn with ``probe_seed``, the profile's
+    ``seed``)."""
     from ecqg.core import device
     from ecqg.retrieval import evaluation
     from ecqg.data.records import read_corpus
@@ -59,24 +60,24 @@ def corpus_validator(params: Mapping, heldout: Sequence[Mapping], curve_dir: Pat
     text_of = {p["id"]: p["text"] for p in passages}
     questions = [{"id": f"heldout-{i}", "question": r["question"], "answers": list(r["answers"])}
                  for i, r in enumerate(heldout)]
-    test_sets = ({name: [q for _, q in read_jsonl(paths.questions_file(name))] for name in params["data"]["test_sets"]}
+    test_sets = ({name: [q for _, q in read_jsonl(paths.questions_file(name))] for name in data.test_sets}
                  if curve_dir is not None else {})
-    encode = params["dpr"]["encode"]
+    encode = dpr.encode
     cache = evaluation.HitCache(text_of)
-    depth = params["retrieval"]["depth"]
+    depth = retrieval.depth
     probe = None                          # the moved-sentence pairs, built at the first snapshot of a curve
 
     def validate(model, step: int) -> dict:
         nonlocal probe
-        autocast = device.autocast_dtype(encode["autocast"], device.resolve().type)
-        ids, vectors = dense.encode_passages(model, passages, batch_size=encode["batch_size"], progress=progress,
+        autocast = device.autocast_dtype(encode.autocast, device.resolve().type)
+        ids, vectors = dense.encode_passages(model, passages, batch_size=encode.batch_size, progress=progress,
                                              autocast=autocast)
 
         def search(rows: int, qs: Sequence[Mapping], k: int):
             """Search the first ``rows`` passages (the corpus, or the corpus and the held-out positives)."""
             row_ids, row_vectors = faiss_index.index_rows(ids[:rows], vectors[:rows])
             index = faiss_index.build_index(row_vectors, kind="flat", progress=False)
-            q_vectors = dense.encode_queries(model, [q["question"] for q in qs], batch_size=encode["batch_size"],
+            q_vectors = dense.encode_queries(model, [q["question"] for q in qs], batch_size=encode.batch_size,
                                              progress=False, autocast=autocast)
             return faiss_index.search(index, row_ids, q_vectors, k=k, qids=[str(q["id"]) for q in qs],
                                       progress=False)
@@ -90,8 +91,8 @@ def corpus_validator(params: Mapping, heldout: Sequence[Mapping], curve_dir: Pat
                       tag=f"step-{step}")
         if curve_dir is not None:
             if probe is None:
-                probe = moved_pairs(params, params["dpr"]["finetune"]["curve_probe_passages"])[0]
-            front, end = moved_sentence_scores(model, probe, encode["batch_size"], autocast)
+                probe = moved_pairs(dpr, data, retrieval, probe_seed, dpr.finetune.curve_probe_passages)[0]
+            front, end = moved_sentence_scores(model, probe, encode.batch_size, autocast)
             write_json(curve_step_dir(curve_dir, step) / MOVED_FILE,
                        {"question_ids": [p["question_id"] for p in probe],
                         "gaps": [round(float(g), 6) for g in front - end]})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ecqg.core import paths
+from ecqg.core import paths, settings
 from ecqg.retrieval.fusion import normalized_sum, reciprocal_rank_fusion
 from ecqg.pipeline.common import related_seeds
 from ecqg.retrieval.run_files import read_run, write_run
@@ -29,26 +29,29 @@ def system_name(method: str, variant: str) -> str:
     return f"hybrid_{method}_{variant}"
 
 
-def systems(params: Mapping) -> list[str]:
-    return [system_name(m, v) for v in params["hybrid"]["variants"] for m in METHODS]
+def systems(hybrid: settings.Hybrid) -> list[str]:
+    return [system_name(m, v) for v in hybrid.variants for m in METHODS]
 
 
-def seed_runs(params: Mapping) -> dict[str, list[str]]:
-    """Table 3's hybrid rows -> the fused run of each training seed (like ``dense.seed_runs``)."""
-    return {system_name(m, v): [run_name(m, v, s) for s in related_seeds(params)]
-            for v in params["hybrid"]["variants"] for m in METHODS}
+def seed_runs(hybrid: settings.Hybrid, dpr: settings.Dpr) -> dict[str, list[str]]:
+    """Table 3's hybrid rows -> the fused run of each training seed (``dpr.related_seeds``; like
+    ``dense.seed_runs``)."""
+    return {system_name(m, v): [run_name(m, v, s) for s in related_seeds(dpr)]
+            for v in hybrid.variants for m in METHODS}
 
 
-def fuse_with_bm25(variant: str, seed: int, params: Mapping) -> dict:
-    """Fuse BM25's run with ``dpr_<variant>_s<seed>``'s on every test set; write both fused runs; return figures
-    (per set: questions, the mean share of the dense top-``depth`` that BM25's top-``depth`` also holds)."""
-    depth, out_depth = params["hybrid"]["depth"], params["retrieval"]["depth"]
+def fuse_with_bm25(variant: str, seed: int, hybrid: settings.Hybrid, test_sets: Mapping[str, str],
+                   out_depth: int) -> dict:
+    """Fuse BM25's run with ``dpr_<variant>_s<seed>``'s on every test set (``data.test_sets``); write both fused runs,
+    ``out_depth`` (``retrieval.depth``) deep; return figures (per set: questions, the mean share of the dense
+    top-``depth`` that BM25's top-``depth`` also holds)."""
+    depth = hybrid.depth
     dense_run = paths.dense_run_name(variant, seed)
-    figures: dict = {"depth": depth, "rrf_k": params["hybrid"]["rrf_k"]}
-    for name in params["data"]["test_sets"]:
+    figures: dict = {"depth": depth, "rrf_k": hybrid.rrf_k}
+    for name in test_sets:
         runs = [read_run(paths.run_file(SPARSE, name)), read_run(paths.run_file(dense_run, name))]
         fused = {"sum": normalized_sum(runs, depth=depth, k=out_depth),
-                 "rrf": reciprocal_rank_fusion(runs, rrf_k=params["hybrid"]["rrf_k"], depth=depth, k=out_depth)}
+                 "rrf": reciprocal_rank_fusion(runs, rrf_k=hybrid.rrf_k, depth=depth, k=out_depth)}
         for method, run in fused.items():
             write_run(paths.run_file(run_name(method, variant, seed), name), run, tag=f"hybrid_{method}")
         sparse, dense = runs
@@ -59,10 +62,10 @@ def fuse_with_bm25(variant: str, seed: int, params: Mapping) -> dict:
     return figures
 
 
-def pairs(params: Mapping) -> list[tuple[str, str]]:
+def pairs(hybrid: settings.Hybrid) -> list[tuple[str, str]]:
     """Paired comparisons for Table 3: each hybrid against its dense model and BM25, RRF against the normalised sum,
     and the Mixed-DPR hybrid against the DPR one (the paper's question, asked again with BM25 alongside)."""
-    variants = params["hybrid"]["variants"]
+    variants = hybrid.variants
     out = []
     for v in variants:
         out += [(system_name("sum", v), f"dpr_{v}"), (system_name("sum", v), SPARSE),

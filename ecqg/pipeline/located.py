@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 
-from ecqg.core import paths
+from ecqg.core import paths, settings
 from ecqg.retrieval import probes
 from ecqg.data.records import read_corpus
 from ecqg.core.io import read_jsonl
@@ -20,20 +20,20 @@ log = logging.getLogger(__name__)
 TEST_SET = "nq"
 
 
-def nq_questions(params: Mapping) -> list[dict]:
+def nq_questions(data: settings.Data, retrieval: settings.Retrieval) -> list[dict]:
     """The NQ test questions, each with its gold passage ids: annotated (the bundle), or for a test set that has
     none (DPR's nq-test.csv) the first passage of BM25's ranking that contains an answer (:mod:`ecqg.retrieval.silver_gold`;
-    ``gold_source`` says so, :func:`gold_counts` counts them)."""
+    ``gold_source`` says so, :func:`gold_counts` counts them; ``retrieval.depth``: the ranking's depth)."""
     from ecqg.retrieval.run_files import read_run
     from ecqg.retrieval.silver_gold import with_silver_gold
 
-    if TEST_SET not in params["data"]["test_sets"]:
+    if TEST_SET not in data.test_sets:
         raise ValueError(f"the mechanism evaluations need the '{TEST_SET}' test set in data.test_sets")
     questions = [q for _, q in read_jsonl(paths.questions_file(TEST_SET))]
     if all(q.get("gold_ids") for q in questions):
         return questions
     run = read_run(paths.run_file("bm25", TEST_SET))
-    return with_silver_gold(questions, run, read_corpus(paths.CORPUS), params["retrieval"]["depth"])[0]
+    return with_silver_gold(questions, run, read_corpus(paths.CORPUS), retrieval.depth)[0]
 
 
 def gold_counts(questions: Sequence[Mapping]) -> dict[str, int]:
@@ -62,26 +62,29 @@ def locate(questions: Sequence[Mapping], passages: Mapping[str, Mapping], spacy_
     return probes.locate_answers(gold, {pid: p["text"] for pid, p in passages.items()}, analyses), analyses
 
 
-def fits_encoder(params: Mapping):
+def fits_encoder(dpr: settings.Dpr):
     """``fits(title, text)``: whether the passage encoder reads the whole passage (no truncation)."""
     from ecqg.runtime.models import from_pretrained
     from transformers import AutoTokenizer
 
-    tokenizer = from_pretrained(AutoTokenizer, params["dpr"]["base_model"])
-    limit = params["dpr"]["passage_max_length"]
+    tokenizer = from_pretrained(AutoTokenizer, dpr.base_model)
+    limit = dpr.passage_max_length
     return lambda title, text: len(tokenizer(title, text)["input_ids"]) <= limit
 
 
-def moved_pairs(params: Mapping, max_pairs: int | None, located: tuple | None = None) -> tuple[list[dict], dict]:
-    """The moved-sentence probe's pairs (a seeded sample of ``max_pairs``; None: every eligible one) and the counts
+def moved_pairs(dpr: settings.Dpr, data: settings.Data, retrieval: settings.Retrieval, seed: int,
+                max_pairs: int | None, located: tuple | None = None) -> tuple[list[dict], dict]:
+    """The moved-sentence probe's pairs (a sample of ``max_pairs`` drawn with ``seed``, the profile's; None: every
+    eligible one; ``dpr``: the passage encoder that must read a whole passage) and the counts
     of what was left out: the same pairs for notebook 07 (``evaluation.probes.moved_sentence_passages``) and for
     stage 05's fine-tuning curve (``dpr.finetune.curve_probe_passages``) when the two counts agree. ``located``:
-    ``(questions, passages, locations, analyses)`` when the caller has them (07), else computed here."""
+    ``(questions, passages, locations, analyses)`` when the caller has them (07), else computed here (``data``,
+    ``retrieval``: :func:`nq_questions`'s)."""
     if located is None:
-        questions = nq_questions(params)
+        questions = nq_questions(data, retrieval)
         passages = gold_passage_records(questions)
         locations, analyses = locate(questions, passages)
     else:
         questions, passages, locations, analyses = located
-    return probes.moved_sentence_pairs(questions, locations, passages, analyses, max_pairs, params["seed"],
-                                          fits_encoder(params))
+    return probes.moved_sentence_pairs(questions, locations, passages, analyses, max_pairs, seed,
+                                          fits_encoder(dpr))

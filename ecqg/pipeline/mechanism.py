@@ -36,7 +36,7 @@ def dense_systems(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.Hy
     the moved-sentence probe loads, one model per training seed."""
     from ecqg.pipeline import hybrid, results
 
-    hybrids = set(hybrid.systems(fused, dpr))
+    hybrids = set(hybrid.systems(fused))
     return [s for s in results.table3_systems(dpr, mixing, fused) if s not in results.SPARSE_SYSTEMS
             and s not in hybrids]
 

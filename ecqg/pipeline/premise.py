@@ -247,20 +247,20 @@ def summarise(per_model: Mapping[str, Sequence[Mapping]]) -> dict:
     return out
 
 
-def studied(s: settings.Params) -> dict:
+def studied(attention: settings.Attention, test_sets: Mapping[str, str], seed: int) -> dict:
     """Stage 01's passages and their spaCy analyses (shared by every model measured)."""
     from ecqg.data.text import analyze
 
-    passages, sampling = sample_passages(s)
+    passages, sampling = sample_passages(attention, test_sets, seed)
     return {"passages": passages, "analyses": analyze([p["text"] for p in passages]),
             "by_id": {p["id"]: p for p in passages}, "sampling": sampling}
 
 
-def nq_slices(s: settings.Params) -> dict:
+def nq_slices(data: settings.Data, retrieval: settings.Retrieval) -> dict:
     """NQ test questions with their gold passages located (07's inputs), and the corpus texts for the hits."""
     from ecqg.pipeline.results import load_passage_texts
 
-    questions = located.nq_questions(s)
+    questions = located.nq_questions(data, retrieval)
     passages = located.gold_passage_records(questions)
     locations, analyses = located.locate(questions, passages)
     return {"questions": questions, "passages": passages, "locations": locations, "analyses": analyses,
@@ -271,10 +271,10 @@ def measure(s: settings.Params, seeds: Sequence[int] | None = None) -> dict:
     """The premise of a profile: the untrained base and every ``dpr_baseline`` run it has trained. Takes the whole
     tree: it runs stage 01's sample, 07's NQ slices and the dense models on one profile."""
     seeds = list(s.dpr.seeds if seeds is None else seeds)
-    study, nq = studied(s), nq_slices(s)
+    study, nq = studied(s.attention, s.data.test_sets, s.seed), nq_slices(s.data, s.retrieval)
     min_entities = s.evaluation.mechanism.min_entities
     per_model: dict[str, list] = {"untrained": [], "dpr_baseline": []}
-    base = dense.base_retriever(s.dpr, attn_implementation="eager")
+    base = dense.base_retriever(s.dpr, kind_settings=dense.kind_block(s, s.dpr.model), attn_implementation="eager")
     per_model["untrained"].append(measure_model(base, dense.system_name(dense.UNTRAINED), s.attention, min_entities,
                                                 study, nq))
     del base

@@ -15,7 +15,7 @@ import logging
 import random
 from typing import Mapping
 
-from ecqg.core import config, paths, variants
+from ecqg.core import config, paths, settings, variants
 from ecqg.retrieval import pseudo_queries
 from ecqg.data.dpr import read_dpr_retriever_json, write_dpr_retriever_json
 from ecqg.data.records import read_corpus
@@ -71,30 +71,31 @@ def _lexical_ease(run: Mapping, positives: Mapping[str, str], indexed: set[str])
             "queries": len(positives)}
 
 
-def build_sets(params: Mapping, progress: bool = True) -> tuple[dict[str, list[dict]], dict]:
-    """The ETM and RSM sets as DPR examples, and the stage's figures (counts, negatives, the m sweep)."""
+def build_sets(pseudo: settings.Pseudo, bm25: settings.Bm25, seed: int, progress: bool = True
+               ) -> tuple[dict[str, list[dict]], dict]:
+    """The ETM and RSM sets as DPR examples, and the stage's figures (counts, negatives, the m sweep); ``bm25``:
+    the searcher's settings (hard negatives, the sweep); ``seed``: the profile's."""
     from ecqg.retrieval.bm25 import BM25Searcher
 
-    settings, seed = params["pseudo"], params["seed"]
     pool, uncon_questions = passage_pool()
     passages = passages_by_id(set(pool))       # the pool's passages; a set's negatives are added below
     weights = pseudo_queries.TermWeights(p["text"] for p in pool_passages())   # streamed: O(vocabulary)
     sentences = sentence_texts(passages, pool)
-    searcher = BM25Searcher(paths.BM25_INDEX, k1=params["bm25"]["k1"], b=params["bm25"]["b"])
+    searcher = BM25Searcher(paths.BM25_INDEX, k1=bm25.k1, b=bm25.b)
     indexed = {p["id"] for p in read_corpus(paths.CORPUS)}       # what the BM25 index holds
-    threads = params["bm25"]["threads"]
+    threads = bm25.threads
 
     def search(records: list[dict]) -> dict:
         return searcher.search({r["id"]: r["question"] for r in records}, k=NEGATIVE_DEPTH, threads=threads,
                                progress=progress)
 
-    sample = sweep_sample(len(pool), settings["sweep_queries"], seed)
+    sample = sweep_sample(len(pool), pseudo.sweep_queries, seed)
     uncon = [{"id": f"uncon-{i}", "question": uncon_questions[i], "passage_id": pool[i]} for i in sample]
     uncon_ease = {**_lexical_ease(search(uncon), {r["id"]: r["passage_id"] for r in uncon}, indexed),
                   "mean_words": round(sum(len(r["question"].split()) for r in uncon) / max(len(uncon), 1), 2)}
-    figures: dict = {"pool_set": POOL_SET, "m": settings["m"], "sweep_entries": len(sample),
+    figures: dict = {"pool_set": POOL_SET, "m": pseudo.m, "sweep_entries": len(sample),
                      "sweep": {"uncon": uncon_ease}}
-    for m in settings["m_sweep"]:
+    for m in pseudo.m_sweep:
         for kind in pseudo_queries.KINDS:
             records, counts = pseudo_queries.build(kind, [pool[i] for i in sample], passages, weights, m, seed,
                                                    sentences)
@@ -103,7 +104,7 @@ def build_sets(params: Mapping, progress: bool = True) -> tuple[dict[str, list[d
                 "mean_words": counts["mean_words"]}
     sets = {}
     for kind in pseudo_queries.KINDS:
-        records, counts = pseudo_queries.build(kind, pool, passages, weights, settings["m"], seed, sentences)
+        records, counts = pseudo_queries.build(kind, pool, passages, weights, pseudo.m, seed, sentences)
         run = search(records)
         passages.update(passages_by_id({pid for hits in run.values() for pid, _ in hits} - passages.keys()))
         examples, negatives = pseudo_queries.dpr_examples(records, run, passages, n_hard=N_HARD)

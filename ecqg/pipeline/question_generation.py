@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 import random
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from ecqg.core import paths
+from ecqg.core import paths, settings
 from ecqg.data.dpr import read_dpr_retriever_json
 from ecqg.core.io import empty_directory, read_json, read_jsonl, remove_directory, write_json
 from ecqg.core import schemes
@@ -27,7 +27,7 @@ FINISHED = "finished"                  # <checkpoint run>/finished/: the trained
 FINISHED_FIGURES = "training.json"     # ... and its training figures, written last
 
 
-def gold_triples(params: Mapping) -> tuple[list[dict], dict[str, dict], dict]:
+def gold_triples() -> tuple[list[dict], dict[str, dict], dict]:
     """Gold (question, passage, answer) triples, their passages ``id -> {title, text}``, and unusable-input counts.
 
     Each triple: ``id, question, answer, answer_start, passage_id``.
@@ -61,35 +61,34 @@ def gold_triples(params: Mapping) -> tuple[list[dict], dict[str, dict], dict]:
     return triples, passages, skipped
 
 
-def split_triples(triples: list[dict], entities: list, params: Mapping) -> tuple[list, list, list, list]:
-    """Held-out triples by whole passages (:func:`ecqg.qg.split_heldout`), then the profile's seeded training
-    sub-sample; each list comes with its triples' conditioning entities. Returns train, train_entities, heldout,
-    heldout_entities."""
+def split_triples(triples: list[dict], entities: list, training: settings.QgTrain, seed: int
+                  ) -> tuple[list, list, list, list]:
+    """Held-out triples by whole passages (:func:`ecqg.qg.split_heldout`, ``qg.train.heldout``), then the profile's
+    seeded training sub-sample (``qg.train.max_examples``); each list comes with its triples' conditioning entities.
+    Returns train, train_entities, heldout, heldout_entities."""
     from ecqg.qg import split_heldout
 
-    settings = params["qg"]["train"]
     entity_of = {t["id"]: e for t, e in zip(triples, entities)}
-    train, heldout = split_heldout(triples, settings["heldout"], seed=params["seed"])
-    limit = settings["max_examples"]
+    train, heldout = split_heldout(triples, training.heldout, seed=seed)
+    limit = training.max_examples
     if limit is not None and limit < len(train):
-        keep = sorted(random.Random(f"{params['seed']}-qg-train").sample(range(len(train)), limit))
+        keep = sorted(random.Random(f"{seed}-qg-train").sample(range(len(train)), limit))
         train = [train[i] for i in keep]
     return train, [entity_of[t["id"]] for t in train], heldout, [entity_of[t["id"]] for t in heldout]
 
 
-def generator_settings(params: Mapping) -> dict:
+def generator_settings(qg: settings.Qg) -> dict:
     """Keyword arguments shared by training and generation (source format and lengths)."""
-    qg = params["qg"]
-    return {"source_max_length": qg["source_max_length"], "window_words": qg["window_words"]}
+    return {"source_max_length": qg.source_max_length, "window_words": qg.window_words}
 
 
-def placeholder(generator: str, params: Mapping) -> str | None:
+def placeholder(generator: str, qg: settings.Qg) -> str | None:
     """The entity placeholder token of ``generator`` (only the conditioned one has one; None when turned off)."""
-    return params["qg"]["entity_placeholder"] if schemes.get(generator).condition == "entity" else None
+    return qg.entity_placeholder if schemes.get(generator).condition == "entity" else None
 
 
-def train_generator(generator: str, train: list, train_entities: list, passages: Mapping, params: Mapping,
-                    progress: bool = True) -> tuple[Any, Any, dict]:
+def train_generator(generator: str, train: list, train_entities: list, passages: Mapping, qg: settings.Qg,
+                    seed: int, progress: bool = True) -> tuple[Any, Any, dict]:
     """Build and train one generator, or take the one a cut run of the same settings already finished; save it to
     ``outputs/qg/models/<generator>``. With ``qg.con_init: uncon`` the conditioned generator starts from the saved
     unconditioned one (train ``uncon`` first). Returns model, tokenizer and the training figures.
@@ -101,8 +100,7 @@ def train_generator(generator: str, train: list, train_entities: list, passages:
     everything."""
     from ecqg import qg as qgm
 
-    settings = params["qg"]
-    run_dir = paths.QG_CHECKPOINTS / generator / fingerprint(settings, params["seed"], [t["id"] for t in train])
+    run_dir = paths.QG_CHECKPOINTS / generator / fingerprint(qg.as_dict(), seed, [t["id"] for t in train])
     finished = run_dir / FINISHED
     if (finished / FINISHED_FIGURES).is_file():
         log.info("%s generator: taking the one an interrupted run finished, %s", generator, finished)
@@ -110,42 +108,40 @@ def train_generator(generator: str, train: list, train_entities: list, passages:
         figures = {**read_json(finished / FINISHED_FIGURES, dict, "finished generator figures"),
                    "resumed_from": str(finished)}
     else:
-        model, tokenizer, figures = _train_and_keep(generator, train, train_entities, passages, params, run_dir,
+        model, tokenizer, figures = _train_and_keep(generator, train, train_entities, passages, qg, seed, run_dir,
                                                     progress)
     qgm.save_generator(model, tokenizer, paths.generator_dir(generator))
     return model, tokenizer, figures
 
 
-def _train_and_keep(generator: str, train: list, train_entities: list, passages: Mapping, params: Mapping,
-                    run_dir: Path, progress: bool) -> tuple[Any, Any, dict]:
+def _train_and_keep(generator: str, train: list, train_entities: list, passages: Mapping, qg: settings.Qg,
+                    seed: int, run_dir: Path, progress: bool) -> tuple[Any, Any, dict]:
     """Train one generator (resuming from ``run_dir``'s last checkpoint), keep it in ``run_dir/finished/`` with its
     figures, and drop the Trainer checkpoints (optimizer states, gigabytes)."""
     from ecqg import qg as qgm
     from ecqg.runtime.hf_training import complete_checkpoints
 
-    settings = params["qg"]
-    if qgm.is_rule_based(settings["architecture"]):
-        return _rule_based(generator, train, params, run_dir)
-    marking = settings["entity_marking"] if schemes.get(generator).marked else None
-    token = placeholder(generator, params)
+    if qgm.is_rule_based(qg.architecture):
+        return _rule_based(generator, train, qg, run_dir)
+    marking = qg.entity_marking if schemes.get(generator).marked else None
+    token = placeholder(generator, qg)
     examples, counts = qgm.build_examples(train, passages, generator, marking=marking or qgm.DEFAULT_MARKING,
-                                          entities=train_entities, window_words=settings["window_words"],
+                                          entities=train_entities, window_words=qg.window_words,
                                           placeholder=token, progress=progress)
-    start = settings["model"]
-    if schemes.get(generator).starts_from == "qg.con_init" and settings["con_init"] == "uncon":
+    start = qg.model
+    if schemes.get(generator).starts_from == "qg.con_init" and qg.con_init == "uncon":
         start = str(paths.generator_dir("uncon"))
         if not (paths.generator_dir("uncon") / "config.json").is_file():
             raise FileNotFoundError(f"qg.con_init is 'uncon' but {paths.generator_dir('uncon')} holds no trained "
                                     "generator: train the unconditioned generator first")
-    model, tokenizer = qgm.build_generator(start, placeholder=token, architecture=settings["architecture"],
-                                           seed=params["seed"])
-    if settings["dropout"] is not None:
-        qgm.set_dropout(model, settings["dropout"])
-    result = qgm.train_generator(model, tokenizer, examples, run_dir, settings["train"], seed=params["seed"],
-                                 source_max_length=settings["source_max_length"],
-                                 target_max_length=settings["target_max_length"], progress=progress)
+    model, tokenizer = qgm.build_generator(start, placeholder=token, architecture=qg.architecture, seed=seed)
+    if qg.dropout is not None:
+        qgm.set_dropout(model, qg.dropout)
+    result = qgm.train_generator(model, tokenizer, examples, run_dir, qg.train.as_dict(), seed=seed,
+                                 source_max_length=qg.source_max_length, target_max_length=qg.target_max_length,
+                                 progress=progress)
     figures = {**result, "examples": len(examples), "example_counts": dict(counts),
-               "initialised_from": "uncon" if start != settings["model"] else settings["model"]}
+               "initialised_from": "uncon" if start != qg.model else qg.model}
     finished = run_dir / FINISHED
     qgm.save_generator(model, tokenizer, finished)
     write_json(finished / FINISHED_FIGURES, figures)  # last: its presence marks the finished generator complete
@@ -154,15 +150,15 @@ def _train_and_keep(generator: str, train: list, train_entities: list, passages:
     return model, tokenizer, figures
 
 
-def _rule_based(generator: str, train: list, params: Mapping, run_dir: Path) -> tuple[Any, None, dict]:
+def _rule_based(generator: str, train: list, qg: settings.Qg, run_dir: Path) -> tuple[Any, None, dict]:
     """A rule-based generator (``qg.architecture: cloze``): built, not trained; its figures say so (no steps), and
     it is kept in ``run_dir/finished/`` like a trained one."""
     from ecqg import qg as qgm
 
-    model, tokenizer = qgm.build_generator(params["qg"]["model"], architecture=params["qg"]["architecture"])
+    model, tokenizer = qgm.build_generator(qg.model, architecture=qg.architecture)
     figures = {"history": [], "steps": 0, "seconds": 0.0, "examples_per_s": None, "truncated_sources": 0,
                "examples": 0, "example_counts": {"rule_based": True, "gold_triples_unused": len(train)},
-               "initialised_from": f"rules ({params['qg']['architecture']})", "resumed_from": None}
+               "initialised_from": f"rules ({qg.architecture})", "resumed_from": None}
     finished = run_dir / FINISHED
     qgm.save_generator(model, tokenizer, finished)
     write_json(finished / FINISHED_FIGURES, figures)
@@ -174,39 +170,43 @@ def drop_checkpoints() -> None:
     empty_directory(paths.QG_CHECKPOINTS)
 
 
-def generate(model, tokenizer, generator: str, inputs: list[dict], params: Mapping, seed_tag: str,
-             progress: bool = True, resumable: bool = False, replicate: int | None = None) -> tuple[list[dict], dict]:
-    """Sample questions for ``inputs`` with the profile's sampling settings; returns records and drop counts.
+def generate(model, tokenizer, generator: str, inputs: list[dict], qg: settings.Qg, seed: int, seed_tag: str,
+             progress: bool = True, resumable: bool = False, replicate: int | None = None, *,
+             processes: int | str = 1, launcher_args: Sequence[str] | None = None) -> tuple[list[dict], dict]:
+    """Sample questions for ``inputs`` with the profile's sampling settings (``qg``, ``qg.generate``; the sampling
+    seed drawn from the params' ``seed`` and ``seed_tag``); returns records and drop counts.
     ``replicate``: the set of that replicate (:func:`ecqg.core.variants.generation_seeds`): its own sampling seed,
     and its records' ids end in ``-s<seed>`` and carry ``replicate``.
-    With ``processes`` above 1 the batches are split over torchrun workers (:mod:`ecqg.runtime.parallel`).
+    With ``processes`` above 1 the batches are split over torchrun workers (:mod:`ecqg.runtime.parallel`;
+    ``launcher_args``: the params' own).
     ``resumable``: finished batches are journalled under the generators' checkpoint folder, named by the model's
     weights, the inputs and the settings, so a cut stage takes them instead of sampling them again
     (:mod:`ecqg.qg.sampling`); :func:`drop_checkpoints` removes the journals with the rest."""
     if replicate is not None:
-        records, drops = generate(model, tokenizer, generator, inputs, params, f"{seed_tag}-s{replicate}", progress,
-                                  resumable)
+        records, drops = generate(model, tokenizer, generator, inputs, qg, seed, f"{seed_tag}-s{replicate}", progress,
+                                  resumable, processes=processes, launcher_args=launcher_args)
         return [{**r, "id": f"{r['id']}-s{replicate}", "replicate": replicate} for r in records], drops
     from ecqg.qg import generator_for
     from ecqg.qg.sampling import generate_in_processes
 
-    settings, gen = params["qg"], params["qg"]["generate"]
+    gen = qg.generate
     architecture = generator_for(model)
     if architecture.rule_based:        # spaCy on one process: seconds for a thousand passages
         records, drops = architecture.sample_records(
-            model, inputs, seed=int(fingerprint_int(params["seed"], seed_tag)), samples=gen["samples"],
+            model, inputs, seed=int(fingerprint_int(seed, seed_tag)), samples=gen.samples,
             conditioned=schemes.get(generator).marked, progress=progress)
         for r in records:
             r["generator"] = generator
         return records, dict(drops)
-    sampling = dict(marking=settings["entity_marking"] if schemes.get(generator).marked else None, top_k=gen["top_k"],
-                    top_p=gen["top_p"], samples=gen["samples"], batch_size=gen["batch_size"],
-                    max_new_tokens=gen["max_new_tokens"], seed=int(fingerprint_int(params["seed"], seed_tag)),
-                    autocast=gen["autocast"], placeholder=placeholder(generator, params), **generator_settings(params))
+    sampling = dict(marking=qg.entity_marking if schemes.get(generator).marked else None, top_k=gen.top_k,
+                    top_p=gen.top_p, samples=gen.samples, batch_size=gen.batch_size,
+                    max_new_tokens=gen.max_new_tokens, seed=int(fingerprint_int(seed, seed_tag)),
+                    autocast=gen.autocast, placeholder=placeholder(generator, qg), **generator_settings(qg))
     if resumable:
         job = fingerprint(weights_digest(model), inputs, sampling)
         sampling["journal"] = paths.QG_CHECKPOINTS / "sampling" / f"{seed_tag}-{job}"
-    records, drops = generate_in_processes(model, tokenizer, inputs, params, progress=progress, **sampling)
+    records, drops = generate_in_processes(model, tokenizer, inputs, progress=progress, processes=processes,
+                                           launcher_args=launcher_args, **sampling)
     for r in records:
         r["generator"] = generator
     return records, dict(drops)
@@ -226,40 +226,46 @@ def weights_digest(model) -> str:
     return digest.hexdigest()[:16]
 
 
-def unconditioned_inputs(params: Mapping, replicate: int | None = None) -> tuple[list[dict], dict]:
-    """Pool passages (``data.synthetic_pool``) for unconditioned generation: a seeded sample (replicate
-    ``replicate``'s own), without the test gold passages when ``attention.exclude_test_gold`` (the same leak guard
-    as stage 01's sample)."""
-    exclude = params["attention"]["exclude_test_gold"]
-    excluded = test_gold_ids(params["data"]["test_sets"]) if exclude else set()
+def unconditioned_inputs(passages: int, exclude_test_gold: bool, test_sets: Mapping[str, str], seed: int,
+                         replicate: int | None = None) -> tuple[list[dict], dict]:
+    """Pool passages (``data.synthetic_pool``) for unconditioned generation: a seeded sample of ``passages``
+    (``qg.generate.uncon_passages``; replicate ``replicate``'s own), without the gold passages of ``test_sets``
+    (``data.test_sets``) when ``exclude_test_gold`` (``attention.exclude_test_gold``: the same leak guard as stage
+    01's sample)."""
+    excluded = test_gold_ids(test_sets) if exclude_test_gold else set()
     pool = [p for p in pool_passages() if p["id"] not in excluded]
-    size = min(params["qg"]["generate"]["uncon_passages"], len(pool))
-    tag = f"{params['seed']}-qg-uncon" + ("" if replicate is None else f"-s{replicate}")
+    size = min(passages, len(pool))
+    tag = f"{seed}-qg-uncon" + ("" if replicate is None else f"-s{replicate}")
     chosen = sorted(random.Random(tag).sample(range(len(pool)), size))
     inputs = [{"passage_id": pool[i]["id"], "title": pool[i]["title"], "text": pool[i]["text"], "entity": None,
                "entity_start": None, "entity_label": None} for i in chosen]
     return inputs, {"pool": len(pool), "excluded_test_gold": len(excluded), "sampled": size}
 
 
-def sample_sets(models: Mapping[str, tuple], params: Mapping, progress: bool = True
+def sample_sets(models: Mapping[str, tuple], s: settings.Params, progress: bool = True
                 ) -> tuple[dict[tuple[str, int | None], list[dict]], dict[str, dict]]:
     """Stage 02's question sets: per replicate (:func:`ecqg.core.variants.generation_seeds`) UnCon's questions
     (its own passage sample and sampling seed) and Con's (stage 01's lowest-attended entities, its own sampling
     seed). Returns ``{(scheme, replicate): records}`` and a row of counts per set (named ``uncon`` or
-    ``uncon s<seed>``)."""
+    ``uncon s<seed>``).
+
+    Takes the whole typed tree: it reads ``qg``, ``dpr.seeds``, ``attention.exclude_test_gold``,
+    ``data.test_sets``, ``seed``, ``processes`` and ``launcher_args``."""
     from time import perf_counter
 
     from ecqg.core import variants
 
     con_inputs = conditioned_inputs()
     sets, counts = {}, {}
-    for replicate in variants.generation_seeds(params):
-        uncon_inputs, sampling = unconditioned_inputs(params, replicate)
+    for replicate in variants.generation_seeds(s.dpr, s.qg.generate.per_replicate):
+        uncon_inputs, sampling = unconditioned_inputs(s.qg.generate.uncon_passages, s.attention.exclude_test_gold,
+                                                      s.data.test_sets, s.seed, replicate)
         for scheme, inputs in (("uncon", uncon_inputs), ("con", con_inputs)):
             start = perf_counter()
             model, tokenizer = models[scheme]
-            records, drops = generate(model, tokenizer, scheme, inputs, params, scheme, progress=progress,
-                                      resumable=True, replicate=replicate)
+            records, drops = generate(model, tokenizer, scheme, inputs, s.qg, s.seed, scheme, progress=progress,
+                                      resumable=True, replicate=replicate, processes=s.processes,
+                                      launcher_args=s.launcher_args)
             seconds = perf_counter() - start
             sets[scheme, replicate] = records
             counts[scheme if replicate is None else f"{scheme} s{replicate}"] = {

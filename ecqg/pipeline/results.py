@@ -230,7 +230,7 @@ def table3_systems(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.H
     trained = variants.trained(dpr)
     return [*SPARSE_SYSTEMS, UNTRAINED_SYSTEM, *(v.pre_system for v in trained if v.pretrained),
             *(v.pre_system for v in dense.dose_variants(mixing)), *(v.system for v in trained),
-            *hybrid.systems(fused, dpr)]
+            *hybrid.systems(fused)]
 
 
 def comparison_pairs(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.Hybrid) -> list[tuple[str, str]]:
@@ -244,7 +244,7 @@ def comparison_pairs(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings
     doses = dense.dose_variants(mixing)
     dose_pairs = [(f"dpr_mixed_d{n}_pre", f"dpr_uncon_d{n}_pre") for n in variants.doses(mixing)]
     dose_pairs += [(v.pre_system, UNTRAINED_SYSTEM) for v in doses]
-    pairs = [("bm25", "tfidf"), *variants.pairs(dpr), *dose_pairs, *hybrid.pairs(fused, dpr)]
+    pairs = [("bm25", "tfidf"), *variants.pairs(dpr), *dose_pairs, *hybrid.pairs(fused)]
     rows = set(table3_systems(dpr, mixing, fused))
     return [pair for pair in pairs if set(pair) <= rows]
 

@@ -175,19 +175,22 @@ def generate_questions(model, tokenizer, inputs: Sequence[Mapping[str, Any]], *,
     return records, drops
 
 
-def generate_in_processes(model, tokenizer, inputs: Sequence[Mapping[str, Any]], params: Mapping, progress: bool = True,
+def generate_in_processes(model, tokenizer, inputs: Sequence[Mapping[str, Any]], progress: bool = True, *,
+                          processes: int | str = 1, launcher_args: Sequence[str] | None = None,
                           **sampling) -> tuple[list[dict], Counter]:
-    """:func:`generate_questions` split over ``processes`` torchrun workers (:mod:`ecqg.runtime.parallel`), whole batches
-    each, so the samples are the single process's; with one process it is :func:`generate_questions` itself."""
+    """:func:`generate_questions` split over ``processes`` torchrun workers (:mod:`ecqg.runtime.parallel`; started
+    with ``launcher_args``), whole batches each, so the samples are the single process's; with one process it is
+    :func:`generate_questions` itself."""
     from ecqg.runtime import parallel
     from ecqg.qg.architectures import save_generator
 
-    if parallel.processes(params) <= 1:
+    if parallel.processes(processes) <= 1:
         return generate_questions(model, tokenizer, inputs, progress=progress, **sampling)
     with parallel.job_directory("generate") as job_dir:
         save_generator(model, tokenizer, job_dir / parallel.MODEL_DIR)
         settings = {**sampling, "journal": None if sampling.get("journal") is None else str(sampling["journal"])}
-        parts = parallel.run("generate", {"inputs": list(inputs), "settings": settings}, job_dir, params, progress)
+        parts = parallel.run("generate", {"inputs": list(inputs), "settings": settings}, job_dir, processes,
+                             launcher_args, progress)
     records = [r for part in parts for r in part["records"]]
     return records, sum((Counter(part["drops"]) for part in parts), Counter())
 

@@ -66,13 +66,14 @@ def read_lock(path: str | Path) -> dict:
     return YAML(typ="safe", pure=True).load(Path(path).read_text(encoding="utf-8")) or {}
 
 
-def stale_stages(lock: Mapping, params: Mapping, stage_names: set[str] | None = None, root: str | Path = "."
+def stale_stages(lock: Mapping, values: Mapping, stage_names: set[str] | None = None, root: str | Path = "."
                  ) -> dict[str, list[str]]:
     """``{stage: [what changed]}`` for every stage of ``lock`` (``dvc.lock`` parsed) whose tracked dependencies or
-    params differ from the tree and ``params``; a stage missing from ``stage_names`` (the current DAG's) is listed as
-    having left it. Stages with nothing changed are left out."""
+    params differ from the tree and ``values`` (the params file's values now, as DVC reads the file: the whole
+    tree, since the lock may record any key; a plain mapping, as any DVC project's); a stage missing from
+    ``stage_names`` (the current DAG's) is listed as having left it. Stages with nothing changed are left out."""
     root = str(Path(root).resolve())
-    current = _flat(params)
+    current = _flat(values)
     out: dict[str, list[str]] = {}
     for name, entry in (lock.get("stages") or {}).items():
         if name == SELF:
@@ -119,7 +120,7 @@ def stale_banner(count: int) -> str:
 def staleness(profile: str, root: str | Path = ".") -> tuple[str, int | None]:
     """The results page's section (the stale stages and what changed, or that none is, or that no lock was kept)
     and the number of stale stages (None when no lock was kept)."""
-    from ecqg.core import config
+    from ecqg.core import config, settings
     from ecqg.tooling import dvc_stages
 
     root = Path(root)
@@ -129,11 +130,11 @@ def staleness(profile: str, root: str | Path = ".") -> tuple[str, int | None]:
         return head + ("_No `dvc.lock` was kept for this profile, so which of its stages the code has changed under "
                        "since its run cannot be told from the repository: read its numbers as those of the commit "
                        "its findings name._\n"), None
-    params = config.preset(profile, root / "params")
+    tree = settings.of(config.preset(profile, root / "params"))
     lock = read_lock(lock_path)
     dag = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))
-    names = {name for name, _ in dvc_stages.expanded_stages(dag, params)}
-    stale = stale_stages(lock, params, names, root)
+    names = {name for name, _ in dvc_stages.expanded_stages(dag, tree)}
+    stale = stale_stages(lock, tree.as_dict(), names, root)
     where = lock_path.relative_to(root).as_posix() if lock_path.is_absolute() else lock_path.as_posix()
     if not stale:
         return head + (f"None: every stage in `{where}` ran on the code, inputs and params the repository holds now "

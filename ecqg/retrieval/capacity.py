@@ -44,11 +44,12 @@ class Need:
                 "index_gb": round(self.index_bytes / 1e9, 2)}
 
 
-def index_bytes(rows: int, dim: int, kind: str, params: Mapping[str, Any] | None = None) -> int:
-    """Resident size of a FAISS index of ``kind`` over ``rows`` vectors (the ``dpr.index`` settings)."""
+def index_bytes(rows: int, dim: int, kind: str, index_params: Mapping[str, Any] | None = None) -> int:
+    """Resident size of a FAISS index of ``kind`` over ``rows`` vectors (the ``dpr.index`` settings: ``kind`` and
+    ``index_params``)."""
     if kind not in INDEX_KINDS:
         raise ValueError(f"index kind must be one of {sorted(INDEX_KINDS)}, not {kind!r}")
-    p = {**INDEX_KINDS[kind], **(params or {})}
+    p = {**INDEX_KINDS[kind], **(index_params or {})}
     if kind == "flat":
         return rows * dim * 4
     if kind == "hnsw":
@@ -59,12 +60,13 @@ def index_bytes(rows: int, dim: int, kind: str, params: Mapping[str, Any] | None
     return rows * (code + 8) + int(p["nlist"]) * dim * 4 + train
 
 
-def estimate(passages: int, dim: int, vectors_per_passage: int, kind: str, params: Mapping[str, Any] | None = None,
+def estimate(passages: int, dim: int, vectors_per_passage: int, kind: str,
+             index_params: Mapping[str, Any] | None = None,
              chunk_size: int = 50_000, dtype: str = "float32") -> Need:
     """What encoding ``passages`` and indexing them needs (see the module docstring); ``dtype``: of the streamed
     vectors on disk (``dpr.encode.dtype``)."""
     rows = passages * vectors_per_passage
-    index = index_bytes(rows, dim, kind, params)
+    index = index_bytes(rows, dim, kind, index_params)
     chunk = min(chunk_size, passages) * vectors_per_passage * dim * 4 * 2   # the chunk and its sorted copy
     streamed = rows * dim * (2 if dtype == "float16" else 4)
     return Need(memory=index + rows * ID_BYTES + chunk, disk=streamed + index, rows=rows, index_bytes=index)

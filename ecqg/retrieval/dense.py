@@ -346,7 +346,7 @@ def _fill_rows(model, passages, matrix: np.ndarray, rows: tuple[int, int], total
 
 
 def encode_corpus(model, corpus: str | Path, out_dir: str | Path, total: int, *, processes: int = 1,
-                  params: Mapping | None = None, batch_size: int = 64, dtype: str = "float32",
+                  launcher_args: Sequence[str] | None = None, batch_size: int = 64, dtype: str = "float32",
                   chunk_size: int = 50_000, autocast: str | None = None, progress: bool = True,
                   prefetch: bool | None = None, tokenized: str | Path | None = None) -> tuple[list[str], np.ndarray]:
     """Encode a corpus file into ``out_dir/embeddings.npy``; returns its passage ids and the vectors, memory-mapped
@@ -354,8 +354,8 @@ def encode_corpus(model, corpus: str | Path, out_dir: str | Path, total: int, *,
 
     ``tokenized``: the corpus already tokenised (stage ``tokenize_corpus``, :mod:`ecqg.retrieval.tokenized_corpus`),
     read instead of the text, after checking it was made with this model's tokenizer and passage length.
-    ``processes`` above 1 splits the rows over torchrun workers (:mod:`ecqg.runtime.parallel`; ``params`` gives its
-    settings): each writes whole chunks of its block into the one file, so the vectors are the single process's.
+    ``processes`` above 1 splits the rows over torchrun workers (:mod:`ecqg.runtime.parallel`; ``launcher_args``:
+    params.yaml's): each writes whole chunks of its block into the one file, so the vectors are the single process's.
     A worker starts at its block's first row of the tokenised corpus (from the text: reads up to it, seconds per
     million passages)."""
     dtype = _check_dtype(dtype)
@@ -377,7 +377,7 @@ def encode_corpus(model, corpus: str | Path, out_dir: str | Path, total: int, *,
             job = {"corpus": str(corpus), "tokenized": str(tokenized) if tokenized else None, "total": total,
                    "matrix": str(path.resolve()), "batch_size": batch_size,
                    "chunk_size": chunk_size, "autocast": autocast, "prefetch": prefetch}
-            parts = parallel.run("encode", job, job_dir, {**(params or {}), "processes": processes}, progress)
+            parts = parallel.run("encode", job, job_dir, processes, launcher_args, progress)
         ids = [pid for part in parts for pid in part]
     if len(ids) != total:
         raise ShardError(f"{out_dir}: {len(ids)} passages encoded, expected {total}")
@@ -507,7 +507,7 @@ def dense_retrieve(model, source: Iterable[Mapping] | str | Path, questions: Map
     return search(index, ids, vectors, k=k, qids=qids, progress=progress)
 
 
-def _index_for(model, source, batch_size: int, kind: str, progress: bool, params: dict):
+def _index_for(model, source, batch_size: int, kind: str, progress: bool, index_params: dict):
     if isinstance(source, (str, Path)) and (Path(source) / INDEX_FILE).is_file():
         index, ids = load_index(source)
         return ids, index
@@ -520,4 +520,4 @@ def _index_for(model, source, batch_size: int, kind: str, progress: bool, params
             source = read_corpus(source)
         ids, vectors = encode_passages(model, source, batch_size=batch_size, progress=progress)
     ids, vectors = index_rows(ids, vectors)
-    return ids, build_index(vectors, kind=kind, progress=progress, **params)
+    return ids, build_index(vectors, kind=kind, progress=progress, **index_params)

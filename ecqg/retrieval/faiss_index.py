@@ -66,13 +66,13 @@ def _to_cpu(index):
         else index
 
 
-def _kind_params(kind: str, params: Mapping[str, Any]) -> dict[str, Any]:
+def _kind_params(kind: str, index_params: Mapping[str, Any]) -> dict[str, Any]:
     if kind not in INDEX_KINDS:
         raise ValueError(f"index kind must be one of {sorted(INDEX_KINDS)}, not {kind!r}")
-    unknown = sorted(set(params) - set(INDEX_KINDS[kind]))
+    unknown = sorted(set(index_params) - set(INDEX_KINDS[kind]))
     if unknown:
         raise ValueError(f"unknown parameter(s) {unknown} for a {kind} index; allowed: {sorted(INDEX_KINDS[kind])}")
-    return {**INDEX_KINDS[kind], **params}
+    return {**INDEX_KINDS[kind], **index_params}
 
 
 def _as_float32(vectors: np.ndarray) -> np.ndarray:

@@ -49,10 +49,11 @@ DEFAULT_PARAMS = {"n_features": 2**24, "ngram_range": [1, 2], "stop_words": "eng
                   "sublinear_tf": True, "norm": "l2", "idf": "drqa", "dtype": "float32"}
 
 
-def _vectorizer(params: Mapping) -> HashingVectorizer:
-    return HashingVectorizer(n_features=int(params["n_features"]), ngram_range=tuple(params["ngram_range"]),
-                             stop_words=params["stop_words"], lowercase=bool(params["lowercase"]),
-                             alternate_sign=False, norm=None, dtype=np.dtype(params["dtype"]))
+def _vectorizer(options: Mapping) -> HashingVectorizer:
+    """The hashing vectorizer of an index's ``options`` (:data:`DEFAULT_PARAMS` and their overrides)."""
+    return HashingVectorizer(n_features=int(options["n_features"]), ngram_range=tuple(options["ngram_range"]),
+                             stop_words=options["stop_words"], lowercase=bool(options["lowercase"]),
+                             alternate_sign=False, norm=None, dtype=np.dtype(options["dtype"]))
 
 
 def drqa_idf(df: np.ndarray, n_docs: int) -> np.ndarray:
@@ -60,11 +61,11 @@ def drqa_idf(df: np.ndarray, n_docs: int) -> np.ndarray:
     return np.maximum(np.log((n_docs - df + 0.5) / (df + 0.5)), 0.0)
 
 
-def _transformer(params: Mapping, idf: np.ndarray) -> TfidfTransformer:
+def _transformer(options: Mapping, idf: np.ndarray) -> TfidfTransformer:
     """A TfidfTransformer whose idf is given, not fitted: the same object serves build, reload and queries."""
-    transformer = TfidfTransformer(norm=params["norm"], use_idf=True, sublinear_tf=bool(params["sublinear_tf"]))
-    transformer.idf_ = idf.astype(np.dtype(params["dtype"]))
-    transformer.n_features_in_ = int(params["n_features"])
+    transformer = TfidfTransformer(norm=options["norm"], use_idf=True, sublinear_tf=bool(options["sublinear_tf"]))
+    transformer.idf_ = idf.astype(np.dtype(options["dtype"]))
+    transformer.n_features_in_ = int(options["n_features"])
     return transformer
 
 
@@ -104,8 +105,8 @@ def _batched(items: Iterable, size: int) -> Iterator[list]:
 class TfidfIndex:
     """A TF-IDF index in memory: ``matrix`` is terms x documents CSR, ``ids`` the passage ids in corpus order."""
 
-    def __init__(self, matrix: sp.csr_matrix, ids: list[str], params: Mapping, idf: np.ndarray):
-        self.matrix, self.ids, self.params = matrix, ids, dict(params)
+    def __init__(self, matrix: sp.csr_matrix, ids: list[str], options: Mapping, idf: np.ndarray):
+        self.matrix, self.ids, self.params = matrix, ids, dict(options)
         self.vectorizer = _vectorizer(self.params)
         self.transformer = _transformer(self.params, idf)
 

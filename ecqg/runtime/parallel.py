@@ -57,10 +57,10 @@ WORKERS = {
 AUTO = "auto"       # processes: one per GPU the device policy may use
 
 
-def processes(params: Mapping) -> int:
-    """``processes`` of params.yaml (default 1: the step runs in the calling process); ``auto``: :func:`gpus`."""
-    value = params.get("processes", 1)
-    return gpus() if value == AUTO else int(value)
+def processes(setting: int | str = 1) -> int:
+    """The ``processes`` setting of params.yaml as a count (1: the step runs in the calling process); ``auto``:
+    :func:`gpus`."""
+    return gpus() if setting == AUTO else int(setting)
 
 
 def gpus() -> int:
@@ -108,19 +108,21 @@ def launch_command(job_dir: Path, n: int, launcher_args: list[str] | None = None
             "-m", "ecqg.runtime.parallel", str(job_dir)]
 
 
-def run(task: str, job: Mapping[str, Any], job_dir: Path, params: Mapping, progress: bool = True) -> list[Any]:
-    """Run ``task`` on ``job`` in ``processes`` workers; returns their parts in rank order.
+def run(task: str, job: Mapping[str, Any], job_dir: Path, processes_setting: int | str,
+        launcher_args: Sequence[str] | None = None, progress: bool = True) -> list[Any]:
+    """Run ``task`` on ``job`` in ``processes`` workers (``processes_setting``: params.yaml's, :func:`processes`;
+    ``launcher_args``: params.yaml's, :func:`launch_command`); returns their parts in rank order.
 
     ``job_dir`` comes from :func:`job_directory` and may already hold what the job names (the saved model)."""
     if task not in WORKERS:
         raise ValueError(f"unknown parallel task {task!r}; known: {sorted(WORKERS)}")
-    n = processes(params)
+    n = processes(processes_setting)
     setting = device.setting_in_force()
     if setting.startswith("cuda:"):
         raise ValueError(f"processes is {n} but device is {setting!r}: every process would use that one GPU; set "
                          "device: auto (each process then takes the GPU of its local rank)")
     write_json(job_dir / JOB_FILE, {"task": task, "device": setting, "progress": progress, **job})
-    command = launch_command(job_dir, n, params.get("launcher_args"))
+    command = launch_command(job_dir, n, launcher_args)
     log.info("%s: %d processes: %s", task, n, " ".join(command))
     _run_relaying(command, task, n, cpu=device.resolve().type == "cpu")
     missing = [rank for rank in range(n) if not part_file(job_dir, rank).is_file()]

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from ecqg.core import cli, config, variants
+from ecqg.core import cli, config, settings, variants
 from ecqg.pipeline.hybrid import fuse_with_bm25
 from ecqg.stages import timed_stage
 
@@ -17,9 +17,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("variant", help="a trained dense variant: " + " | ".join(v.name for v in variants.TABLE))
     parser.add_argument("--seed", type=int, required=True, help="its training seed")
     args = parser.parse_args(argv)
-    params = config.load()
-    with timed_stage(f"hybrid_{args.variant}-{args.seed}", params) as figures:
-        figures.update(fuse_with_bm25(args.variant, args.seed, params))
+    s = settings.of(config.load())
+    with timed_stage(f"hybrid_{args.variant}-{args.seed}", s.profile, s.device) as figures:
+        figures.update(fuse_with_bm25(args.variant, args.seed, s.hybrid, s.data.test_sets, s.retrieval.depth))
     return 0
 
 

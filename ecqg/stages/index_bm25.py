@@ -3,7 +3,7 @@
 import sys
 from collections.abc import Sequence
 
-from ecqg.core import cli, config, paths
+from ecqg.core import cli, config, paths, settings
 from ecqg.data.records import read_corpus
 from ecqg.retrieval.bm25 import build_bm25_index
 from ecqg.stages import timed_stage
@@ -11,10 +11,10 @@ from ecqg.stages import timed_stage
 
 def main(argv: Sequence[str] = ()) -> int:
     cli.parser("ecqg.stages.index_bm25", __doc__).parse_args(argv)
-    params = config.load()
-    with timed_stage("index_bm25", params) as figures:
+    s = settings.of(config.load())
+    with timed_stage("index_bm25", s.profile, s.device) as figures:
         figures.update(build_bm25_index(read_corpus(paths.CORPUS), paths.BM25_INDEX,
-                                        threads=params["bm25"]["threads"], where=str(paths.CORPUS)))
+                                        threads=s.bm25.threads, where=str(paths.CORPUS)))
     return 0
 
 

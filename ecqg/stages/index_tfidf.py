@@ -3,7 +3,7 @@
 import sys
 from collections.abc import Sequence
 
-from ecqg.core import cli, config, paths
+from ecqg.core import cli, config, paths, settings
 from ecqg.data.records import read_corpus
 from ecqg.retrieval.tfidf import build_tfidf_index
 from ecqg.stages import timed_stage
@@ -11,11 +11,11 @@ from ecqg.stages import timed_stage
 
 def main(argv: Sequence[str] = ()) -> int:
     cli.parser("ecqg.stages.index_tfidf", __doc__).parse_args(argv)
-    params = config.load()
-    tfidf = params["tfidf"]
-    with timed_stage("index_tfidf", params) as figures:
+    s = settings.of(config.load())
+    tfidf = s.tfidf
+    with timed_stage("index_tfidf", s.profile, s.device) as figures:
         figures.update(build_tfidf_index(read_corpus(paths.CORPUS), paths.TFIDF_INDEX,
-                                         n_features=tfidf["n_features"], ngram_range=[1, tfidf["ngram_max"]]))
+                                         n_features=tfidf.n_features, ngram_range=[1, tfidf.ngram_max]))
     return 0
 
 

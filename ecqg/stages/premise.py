@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ecqg.core import cli, config
+from ecqg.core import cli, config, settings
 from ecqg.core.io import write_json, write_text
 
 FOLDER = Path("results") / "premise"
@@ -35,10 +35,10 @@ def main(argv: list[str] | None = None) -> int:
         from ecqg.core.device import host
         from ecqg.pipeline.premise import measure
 
-        params = config.load()
-        result = measure(params, args.seeds)
+        s = settings.of(config.load())
+        result = measure(s, args.seeds)
         result["setting"]["host"] = host()
-        write_json(FOLDER / f"{base_slug(params['dpr']['base_model'])}.json", result)
+        write_json(FOLDER / f"{base_slug(s.dpr.base_model)}.json", result)
     write_text(FOLDER / "README.md", render_page(FOLDER))
     print(f"{FOLDER / 'README.md'} written")
     return 0

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from ecqg.core import cli, config, paths
+from ecqg.core import cli, config, paths, settings
 from ecqg.data import records
 from ecqg.data.dpr import check_positives, read_dpr_retriever_json, read_qas, write_dpr_retriever_json
 from ecqg.data.fields import SeenIds
@@ -137,38 +137,38 @@ def _counted(items: Iterable[dict], counter: Counter, key: str) -> Iterator[dict
 
 def main(argv: Sequence[str] = ()) -> int:
     cli.parser("ecqg.stages.prepare", __doc__, paragraphs=2).parse_args(argv)
-    params = config.check_inputs(config.load(), keys=("data.corpus", "data.train_gold", "data.nq_dev"))
-    data, seed = params["data"], params["seed"]
-    with timed_stage("prepare", params) as figures:
+    s = settings.of(config.check_inputs(config.load(), keys=("data.corpus", "data.train_gold", "data.nq_dev")))
+    data, seed = s.data, s.seed
+    with timed_stage("prepare", s.profile, s.device) as figures:
         test_sets = {}
-        for name, path in data["test_sets"].items():
+        for name, path in data.test_sets.items():
             questions = load_test_set(name, path)
-            kept = [questions[i] for i in sample_indices(len(questions), data["max_questions_per_set"],
+            kept = [questions[i] for i in sample_indices(len(questions), data.max_questions_per_set,
                                                          f"{seed}-test-{name}")]
             test_sets[name] = kept
             log.info("test set %s: %d of %d questions", name, len(kept), len(questions))
 
-        dpr_input = is_dpr_retriever_json(data["train_gold"])
-        triple_ids = set() if dpr_input else {t["passage_id"] for t in records.read_train_gold(data["train_gold"])}
-        ids, triple_passages = scan_corpus(data["corpus"], triple_ids)
+        dpr_input = is_dpr_retriever_json(data.train_gold)
+        triple_ids = set() if dpr_input else {t["passage_id"] for t in records.read_train_gold(data.train_gold)}
+        ids, triple_passages = scan_corpus(data.corpus, triple_ids)
         in_corpus = SeenIds(ids)    # membership in the whole input corpus: 2.6 MB for psgs_w100, not a 2 GB set
         required = {pid for qs in test_sets.values() for q in qs for pid in q["gold_ids"]}
         missing = sorted(pid for pid in required if pid not in in_corpus)
         if missing:
-            raise DataFormatError(data["corpus"], None, "id", f"{len(missing)} gold passages of the test sets are "
+            raise DataFormatError(data.corpus, None, "id", f"{len(missing)} gold passages of the test sets are "
                                   f"not in the corpus, e.g. {missing[:3]}")
-        keep = corpus_sample(ids, required, data["max_corpus_passages"], f"{seed}-corpus")
-        corpus = (p for p in records.read_corpus(data["corpus"]) if keep is None or p["id"] in keep)
-        pool_extra = (p for p in records.read_corpus(data["corpus"])
-                      if keep is not None and data["synthetic_pool"] == "all" and p["id"] not in keep)
+        keep = corpus_sample(ids, required, data.max_corpus_passages, f"{seed}-corpus")
+        corpus = (p for p in records.read_corpus(data.corpus) if keep is None or p["id"] in keep)
+        pool_extra = (p for p in records.read_corpus(data.corpus)
+                      if keep is not None and data.synthetic_pool == "all" and p["id"] not in keep)
 
         # Gold training data: annotated triples (bundle) or DPR retriever-json (paper: passages and BM25 hard
         # negatives are already inside each record, so they are passed through as they are).
-        read = (load_dpr_training(data["train_gold"], data["corpus"], in_corpus) if dpr_input
-                else load_train_gold(data["train_gold"], triple_passages))
-        triples = [read[i] for i in sample_indices(len(read), data["max_train_triples"], f"{seed}-train")]
-        nq_dev = load_nq_dev(data["nq_dev"])
-        nq_dev = [nq_dev[i] for i in sample_indices(len(nq_dev), data["max_nq_dev"], f"{seed}-nq-dev")]
+        read = (load_dpr_training(data.train_gold, data.corpus, in_corpus) if dpr_input
+                else load_train_gold(data.train_gold, triple_passages))
+        triples = [read[i] for i in sample_indices(len(read), data.max_train_triples, f"{seed}-train")]
+        nq_dev = load_nq_dev(data.nq_dev)
+        nq_dev = [nq_dev[i] for i in sample_indices(len(nq_dev), data.max_nq_dev, f"{seed}-nq-dev")]
 
         by_source: Counter = Counter()
         write_jsonl(paths.CORPUS, _counted(corpus, by_source, "source"))
@@ -185,7 +185,7 @@ def main(argv: Sequence[str] = ()) -> int:
             corpus_passages_read=len(ids),
             corpus_passages=sum(by_source.values()),
             corpus_by_source=dict(sorted(by_source.items())),
-            synthetic_pool=data["synthetic_pool"],
+            synthetic_pool=data.synthetic_pool,
             pool_extra_passages=pool_extra_count,
             questions={name: len(qs) for name, qs in test_sets.items()},
             nq_subsets=dict(sorted(Counter(s for q in test_sets.get("nq", []) for s in q["subsets"]).items())),

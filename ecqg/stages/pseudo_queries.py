@@ -11,16 +11,16 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from ecqg.core import cli, config
+from ecqg.core import cli, config, settings
 from ecqg.pipeline.pseudo import build_sets, write_sets
 from ecqg.stages import timed_stage
 
 
 def main(argv: Sequence[str] = ()) -> int:
     cli.parser("ecqg.stages.pseudo_queries", __doc__, paragraphs=2).parse_args(argv)
-    params = config.load()
-    with timed_stage("pseudo_queries", params) as figures:
-        sets, built = build_sets(params)
+    s = settings.of(config.load())
+    with timed_stage("pseudo_queries", s.profile, s.device) as figures:
+        sets, built = build_sets(s.pseudo, s.bm25, s.seed)
         figures.update({"sizes": write_sets(sets), **built})
     return 0
 

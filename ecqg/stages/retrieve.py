@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from ecqg.core import cli, config, paths
+from ecqg.core import cli, config, paths, settings
 from ecqg.retrieval.run_files import write_run
 from ecqg.core.io import read_jsonl
 from ecqg.stages import log, timed_stage
@@ -15,12 +15,13 @@ from ecqg.stages import log, timed_stage
 SYSTEMS = ("bm25", "tfidf")
 
 
-def open_searcher(system: str, params: dict):
+def open_searcher(system: str, bm25: settings.Bm25):
+    """``search(queries, k)`` of ``system``: BM25 with its settings (``bm25``), or the TF-IDF index."""
     if system == "bm25":
         from ecqg.retrieval.bm25 import BM25Searcher
 
-        searcher = BM25Searcher(paths.BM25_INDEX, k1=params["bm25"]["k1"], b=params["bm25"]["b"])
-        return lambda queries, k: searcher.search(queries, k=k, threads=params["bm25"]["threads"])
+        searcher = BM25Searcher(paths.BM25_INDEX, k1=bm25.k1, b=bm25.b)
+        return lambda queries, k: searcher.search(queries, k=k, threads=bm25.threads)
     from ecqg.retrieval.tfidf import TfidfIndex
 
     index = TfidfIndex.load(paths.TFIDF_INDEX)
@@ -31,11 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = cli.parser("ecqg.stages.retrieve", __doc__, paragraphs=2)
     parser.add_argument("system", choices=SYSTEMS)
     system = parser.parse_args(argv).system
-    params = config.load()
-    depth = params["retrieval"]["depth"]
-    with timed_stage(f"retrieve_{system}", params) as figures:
-        search = open_searcher(system, params)
-        for name in params["data"]["test_sets"]:
+    s = settings.of(config.load())
+    depth = s.retrieval.depth
+    with timed_stage(f"retrieve_{system}", s.profile, s.device) as figures:
+        search = open_searcher(system, s.bm25)
+        for name in s.data.test_sets:
             queries = {q["id"]: q["question"] for _, q in read_jsonl(paths.questions_file(name))}
             start = time.perf_counter()
             run = search(queries, depth)

@@ -9,7 +9,7 @@ after pre-training: ``mixed_pre``) uses the model notebook 05 trained with that 
 
 from __future__ import annotations
 
-from ecqg.core import cli, config, variants
+from ecqg.core import cli, config, settings, variants
 from ecqg.pipeline.dense import UNTRAINED
 from ecqg.pipeline.retrieve_dense import retrieve_all
 from ecqg.stages import timed_stage
@@ -21,10 +21,10 @@ def main(argv: list[str] | None = None) -> int:
                         + " (a variant's pre-trained model: <variant>_pre; a dose: <set>_d<size>_pre)")
     parser.add_argument("--seed", type=int, help="training seed of the model (not for untrained)")
     args = parser.parse_args(argv)
-    params = config.load()
+    s = settings.of(config.load())
     name = args.variant if args.seed is None else f"{args.variant}-{args.seed}"
-    with timed_stage(f"retrieve_dense_{name}", params) as figures:
-        figures.update(retrieve_all(args.variant, params, args.seed))
+    with timed_stage(f"retrieve_dense_{name}", s.profile, s.device) as figures:
+        figures.update(retrieve_all(args.variant, s, args.seed))
     return 0
 
 

@@ -4,7 +4,7 @@ the profile (:mod:`ecqg.retrieval.tokenized_corpus`; ``datasets.map`` over the h
 import sys
 from collections.abc import Sequence
 
-from ecqg.core import cli, config, paths
+from ecqg.core import cli, config, paths, settings
 from ecqg.stages import timed_stage
 
 
@@ -15,10 +15,10 @@ def main(argv: Sequence[str] = ()) -> int:
     from ecqg.runtime.models import from_pretrained
     from ecqg.retrieval.tokenized_corpus import tokenize_corpus
 
-    params = config.load()
-    with timed_stage("tokenize_corpus", params) as figures:
-        tokenizer = from_pretrained(AutoTokenizer, params["dpr"]["base_model"])
-        figures.update(tokenize_corpus(paths.CORPUS, tokenizer, params["dpr"]["passage_max_length"],
+    s = settings.of(config.load())
+    with timed_stage("tokenize_corpus", s.profile, s.device) as figures:
+        tokenizer = from_pretrained(AutoTokenizer, s.dpr.base_model)
+        figures.update(tokenize_corpus(paths.CORPUS, tokenizer, s.dpr.passage_max_length,
                                        paths.TOKENIZED_CORPUS))
     return 0
 

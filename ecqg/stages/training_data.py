@@ -10,7 +10,7 @@ Two parts, both with BM25 hard negatives (DPR's recipe):
 import sys
 from collections.abc import Sequence
 
-from ecqg.core import cli, config, paths
+from ecqg.core import cli, config, paths, settings
 from ecqg.data.dpr import read_dpr_retriever_json, write_dpr_retriever_json
 from ecqg.data.records import read_corpus, read_nq_dev
 from ecqg.core.io import read_jsonl
@@ -21,15 +21,15 @@ from ecqg.stages import timed_stage
 
 def main(argv: Sequence[str] = ()) -> int:
     cli.parser("ecqg.stages.training_data", __doc__).parse_args(argv)
-    params = config.load()
-    bm25, distant = params["bm25"], params["distant"]
-    with timed_stage("training_data", params) as figures:
+    s = settings.of(config.load())
+    bm25, distant = s.bm25, s.distant
+    with timed_stage("training_data", s.profile, s.device) as figures:
         passages = {p["id"]: p for p in read_corpus(paths.CORPUS)}
-        searcher = BM25Searcher(paths.BM25_INDEX, k1=bm25["k1"], b=bm25["b"])
+        searcher = BM25Searcher(paths.BM25_INDEX, k1=bm25.k1, b=bm25.b)
 
         questions = list(read_nq_dev(paths.NQ_DEV))
-        records, stats = bm25_distant_supervision(questions, searcher, depth=distant["depth"],
-                                                  n_hard=distant["hard_negatives"], threads=bm25["threads"],
+        records, stats = bm25_distant_supervision(questions, searcher, depth=distant.depth,
+                                                  n_hard=distant.hard_negatives, threads=bm25.threads,
                                                   passages=passages, where=str(paths.NQ_DEV))
         write_dpr_retriever_json(paths.NQ_DEV_DISTANT, records)
         figures["nq_dev_distant"] = stats
@@ -40,10 +40,10 @@ def main(argv: Sequence[str] = ()) -> int:
         else:
             triples = [t for _, t in read_jsonl(paths.TRAIN_GOLD)]
             # Search deep enough to find hard negatives past the positive and answer-bearing passages.
-            run = searcher.search({t["id"]: t["question"] for t in triples}, k=distant["depth"],
-                                  threads=bm25["threads"])
+            run = searcher.search({t["id"]: t["question"] for t in triples}, k=distant.depth,
+                                  threads=bm25.threads)
             records, figures["gold"] = gold_training_records(triples, run, passages,
-                                                             n_hard=distant["hard_negatives"],
+                                                             n_hard=distant.hard_negatives,
                                                              where=str(paths.TRAIN_GOLD))
         write_dpr_retriever_json(paths.GOLD_DPR, records)
     return 0

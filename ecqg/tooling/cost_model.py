@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from ecqg.core import config, variants
+from ecqg.core import config, settings, variants
 from ecqg.qg.generators import is_rule_based
 from ecqg.tooling.dvc_stages import declared_paths, expanded_stages
 from ecqg.tooling.rate_code import code_status
@@ -138,7 +138,7 @@ class Sizes:
 @dataclass
 class Model:
     profile: str
-    params: dict
+    settings: settings.Params          # the profile's typed params
     dag: dict[str, dict]
     sizes: Sizes
     rates: dict[str, Rate]
@@ -214,20 +214,20 @@ def benchmark_tokens() -> float:
     return read_result(measurements("encoding")[0])["encoding"]["mean_tokens"]
 
 
-def rates(params: Mapping, sizes: Sizes) -> tuple[dict[str, Rate], list[str]]:
+def rates(dpr: settings.Dpr, qg: settings.Qg, tempqg: settings.TempQG, sizes: Sizes
+          ) -> tuple[dict[str, Rate], list[str]]:
     """The measured rates, corrected to the profile, the estimated ones, and the corrections in words."""
     files = {key: measurements(key) for key in SOURCES}
     read = {key: [read_result(n) for n in names] for key, names in files.items()}
-    dpr = params["dpr"]
     bench_tokens = read["encoding"][0]["encoding"]["mean_tokens"]
     tokens = sizes.passage_tokens or bench_tokens
     longer = bench_tokens / tokens
-    fine = [_finetune_run(r, n, dpr["finetune"]["grad_cache_chunk_size"]) for r, n in zip(read["finetune"],
-                                                                                           files["finetune"])]
+    fine = [_finetune_run(r, n, dpr.finetune.grad_cache_chunk_size) for r, n in zip(read["finetune"],
+                                                                                     files["finetune"])]
     pre = [r["pretrain"] for r in read["pretrain"]]
-    negatives = dpr["pretrain"]["hard_negatives"] >= 1 and max(p["hard_negatives"] for p in pre) == 0
+    negatives = dpr.pretrain.hard_negatives >= 1 and max(p["hard_negatives"] for p in pre) == 0
     sampling = [r["sampling"] for r in read["sampling"]]
-    new_tokens, want_tokens = max(s["max_new_tokens"] for s in sampling), params["qg"]["generate"]["max_new_tokens"]
+    new_tokens, want_tokens = max(s["max_new_tokens"] for s in sampling), qg.generate.max_new_tokens
     decoder_steps = new_tokens / want_tokens
 
     def span(key, values, where, factor=1.0):
@@ -235,7 +235,7 @@ def rates(params: Mapping, sizes: Sizes) -> tuple[dict[str, Rate], list[str]]:
         return Rate(key, min(values), max(values), files[key], where, factor, ", ".join(dates),
                     code_status(key, read[key]))
 
-    chunk = json.dumps(dpr["finetune"]["grad_cache_chunk_size"])
+    chunk = json.dumps(dpr.finetune.grad_cache_chunk_size)
     out = {"encoding": span("encoding", [r["encoding"]["steady_passages_per_s"] for r in read["encoding"]],
                             "encoding.steady_passages_per_s", longer),
            "finetune": span("finetune", [f["examples_per_s"] for f in fine],
@@ -246,30 +246,30 @@ def rates(params: Mapping, sizes: Sizes) -> tuple[dict[str, Rate], list[str]]:
                             decoder_steps),
            "reader": span("reader", [r["reader"]["questions_per_s"] for r in read["reader"]],
                           "reader.questions_per_s", longer),
-           **estimated_rates(params, tokens)}
+           **estimated_rates(dpr.index, qg, tokens)}
     batches = sorted({s["batch"] for s in sampling})
     notes = [f"**passage length**: the benchmark's passages average {bench_tokens} WordPiece tokens (`mean_tokens`, "
              f"`{files['encoding'][0]}`), `{sizes.corpus}`'s {tokens} "
              f"({'issue 48 audit' if sizes.passage_tokens else 'the benchmark read this corpus'}): the "
              f"passage-bound rates (encoding, training, reader) x {longer:.3f}",
              f"**sampling shapes**: measured at batch {', '.join(map(str, batches))} and {new_tokens} new tokens, "
-             f"the profile samples at batch {params['qg']['generate']['batch_size']} and {want_tokens}: the rate x "
+             f"the profile samples at batch {qg.generate.batch_size} and {want_tokens}: the rate x "
              f"{new_tokens} / {want_tokens} = {decoder_steps:.3f} (a sampling's time is its decoder steps; the "
              "encoder's one pass over the passage and the batch are not corrected)"
              if decoder_steps != 1.0 else
              f"**sampling shapes**: measured at the profile's {want_tokens} new tokens (batch "
-             f"{', '.join(map(str, batches))}; the profile's {params['qg']['generate']['batch_size']})"]
+             f"{', '.join(map(str, batches))}; the profile's {qg.generate.batch_size})"]
     if negatives:
         notes.append(f"**pre-training hard negative**: the benchmark pre-trained without one (`hard_negatives: 0`), "
-                     f"`dpr.pretrain.hard_negatives` is {dpr['pretrain']['hard_negatives']}: the rate / "
+                     f"`dpr.pretrain.hard_negatives` is {dpr.pretrain.hard_negatives}: the rate / "
                      f"{HARD_NEGATIVE_TOKENS} (tokens per example, issue 48 audit)")
     notes.append("**one pass per set**: a pre-training on several sets (`poly_rsm_tempqg`: RSM, then TempQG) runs "
                  "`dpr.pretrain.epochs` over each; Poly-DPR trains and encodes at DPR's rates (one bert-base "
                  "forward per text; its passage vectors come from that pass)")
-    notes.append(f"**TempQG** samples `tempqg.samples` ({params['tempqg']['samples']}) questions per UnCon passage, "
+    notes.append(f"**TempQG** samples `tempqg.samples` ({tempqg.samples}) questions per UnCon passage, "
                  "and reads and hardness-scores them as stage 03 does")
     for phase, got in (("finetune", fine[0]), ("pretrain", pre[0])):
-        want = {k: dpr[phase][k] for k in ("batch_size", "grad_cache_chunk_size")}
+        want = {k: getattr(getattr(dpr, phase), k) for k in ("batch_size", "grad_cache_chunk_size")}
         have = {"batch_size": got.get("global_batch", got["batch"]),     # the device check's per-device runs
                 "grad_cache_chunk_size": got["grad_cache_chunk_size"]}
         if want != have:
@@ -277,10 +277,9 @@ def rates(params: Mapping, sizes: Sizes) -> tuple[dict[str, Rate], list[str]]:
     return out, notes
 
 
-def estimated_rates(params: Mapping, passage_tokens: float) -> dict[str, Rate]:
+def estimated_rates(index: settings.Index, qg: settings.Qg, passage_tokens: float) -> dict[str, Rate]:
     """The GPU work no benchmark measured, as rates from its FLOPs at an assumed share of the peak
     (:data:`ESTIMATE_MFU`, :data:`FAISS_EFFICIENCY`): a lower bound on its hours only as good as that assumption."""
-    index = params["dpr"]["index"]
     dim = 768                                                     # bert-base's vectors
     per_passage = {
         # 01: one bert-base forward per passage (2 FLOPs per parameter per token)
@@ -288,12 +287,12 @@ def estimated_rates(params: Mapping, passage_tokens: float) -> dict[str, Rate]:
         # 02: one generator training example: 6 FLOPs per parameter per token, the encoder over the passage, the
         # decoder (and the output projection) over the target
         "generator": 6 * (BART_LARGE_ENCODER * min(passage_tokens * BPE_PER_WORDPIECE,
-                                                   params["qg"]["source_max_length"])
+                                                   qg.source_max_length)
                           + BART_LARGE_DECODER * GENERATOR_TARGET_TOKENS),
         # retrieve_*: IVF assignment of a passage to its nearest of nlist centroids (2 d nlist) and, for PQ, its
         # codes (2 d 2^nbits); a flat index only stores the vectors
-        "faiss": 2 * dim * (index["params"]["nlist"] + 2 ** index["params"]["nbits"] * (index["kind"] == "ivfpq"))
-                 if index["kind"] in IVF_KINDS else 0,
+        "faiss": 2 * dim * (index.params["nlist"] + 2 ** index.params["nbits"] * (index.kind == "ivfpq"))
+                 if index.kind in IVF_KINDS else 0,
     }
     rate = {key: share * peak / per_passage[key] for key, (share, peak) in ESTIMATED.items() if per_passage[key]}
     return {key: Rate(key, r, r, (), f"{per_passage[key] / 1e9:,.2f} GFLOPs per {UNITS[key][:-1]}")
@@ -301,142 +300,149 @@ def estimated_rates(params: Mapping, passage_tokens: float) -> dict[str, Rate]:
 
 
 # ------------------------------------------------------------------------------------------------ counts
-def sizes(params: Mapping, passages: int | None = None, train_examples: int | None = None,
+def sizes(data: settings.Data, passages: int | None = None, train_examples: int | None = None,
           passage_tokens: float | None = None) -> Sizes:
-    """The profile's corpus and training-set sizes: given, else known from the file names its params give."""
-    corpus, gold = Path(params["data"]["corpus"]).name, Path(params["data"]["train_gold"]).name
+    """The profile's corpus and training-set sizes: given, else known from the file names ``data`` gives."""
+    corpus, gold = Path(data.corpus).name, Path(data.train_gold).name
     passages, train_examples = passages or CORPORA.get(corpus), train_examples or TRAIN_SETS.get(gold)
     if passages is None or train_examples is None:
         raise ValueError(f"give --passages (corpus `{corpus}`) and --train-examples (gold records, `{gold}`): "
                          f"sizes are known only for {sorted(CORPORA)} and {sorted(TRAIN_SETS)}")
-    limit = params["data"].get("max_corpus_passages") or passages
+    limit = data.max_corpus_passages or passages
     return Sizes(corpus, min(passages, limit), train_examples, passage_tokens or PASSAGE_TOKENS.get(corpus))
 
 
-def stage1_yield(params: Mapping) -> float:
-    """The share of parsed questions stage 03's first filter keeps (params' measured ``yields``)."""
-    y = params["yields"]
-    return {"roundtrip": y["roundtrip"], "answer_in_passage": y["answer_in_passage"],
-            "none": 1.0}[params["filtering"]["stage1"]]
+def stage1_yield(yields: settings.Yields, filtering: settings.Filtering) -> float:
+    """The share of parsed questions stage 03's first filter (``filtering.stage1``) keeps (the measured
+    ``yields``)."""
+    return {"roundtrip": yields.roundtrip, "answer_in_passage": yields.answer_in_passage,
+            "none": 1.0}[filtering.stage1]
 
 
-def set_size(name: str, params: Mapping) -> float:
+def set_size(name: str, profile: settings.Params) -> float:
     """Questions in a pre-training set: a dose's size, else ``mixing.total`` (UnCon, Mixed; ETM / RSM have one per
-    UnCon entry, TempQG at most one), capped by the expected pools unless ``mixing.require_total`` holds."""
+    UnCon entry, TempQG at most one), capped by the expected pools unless ``mixing.require_total`` holds. The whole
+    tree: the expected pools (:func:`ecqg.core.config.expected_pools`) read the flat params of five blocks
+    (``attention``, ``qg``, ``filtering``, ``yields``, with ``mixing``)."""
     base, _, size = name.rpartition("_d")
     if base in variants.DOSED_SETS and size.isdigit():
         return int(size)
-    total = params["mixing"]["total"]
-    if params["mixing"]["require_total"]:
+    total = profile.mixing.total
+    if profile.mixing.require_total:
         return total
-    pools = config.expected_pools(config._flatten(dict(params)))
+    pools = config.expected_pools(config._flatten(profile.as_dict()))
     uncon = min(total, pools["uncon"])
     return 2 * min(total / 2, pools["con"], uncon / 2) if name == "mixed" else uncon
 
 
-def _epochs(records: float, settings: Mapping) -> tuple[float, str]:
-    """Examples one training phase runs through: epochs x (records - held out), capped by ``max_steps``."""
-    held = settings["heldout"]
+def _epochs(records: float, train: settings.QgTrain | settings.DprFinetune | settings.DprPretrain
+            ) -> tuple[float, str]:
+    """Examples one training phase (its block: ``heldout``, ``epochs``, ``max_steps``, ``batch_size``) runs through:
+    epochs x (records - held out), capped by ``max_steps``."""
+    held = train.heldout
     held = round(held * records) if isinstance(held, float) else held
-    n = settings["epochs"] * (records - held)
-    text = f"{settings['epochs']} epochs x ({records:,.0f} - {held:,} held out)"
-    if settings.get("max_steps"):
-        n = min(n, settings["max_steps"] * settings["batch_size"])
-        text += f", at most {settings['max_steps']:,} steps x {settings['batch_size']}"
+    n = train.epochs * (records - held)
+    text = f"{train.epochs} epochs x ({records:,.0f} - {held:,} held out)"
+    if train.max_steps:
+        n = min(n, train.max_steps * train.batch_size)
+        text += f", at most {train.max_steps:,} steps x {train.batch_size}"
     return n, text
 
 
-def sampled(params: Mapping) -> dict[str, tuple[float, str, str]]:
+def sampled(a: settings.Attention, g: settings.Generate, y: settings.Yields) -> dict[str, tuple[float, str, str]]:
     """(questions, label, how) stage 02 samples per input kind: the factors of :func:`ecqg.core.config.expected_pools`
-    before the yields, and Table 1's probe (highest and lowest entity of each conditioning passage)."""
-    a, g, y = params["attention"], params["qg"]["generate"], params["yields"]
-    passages = a["condition_passages"] or a["sample_passages"]
-    rows = passages * y["entity_passages"]
-    probes = min(a["probe_passages"] or rows, rows)
-    return {"uncon": (g["uncon_passages"] * g["samples"], "02 UnCon",
-                      f"{g['uncon_passages']:,} passages x {g['samples']} samples"),
-            "con": (rows * a["lowest_entities"] * g["samples"], "02 conditioned",
-                    f"{passages:,} passages x {y['entity_passages']} with {a['min_entities']}+ entities x "
-                    f"{a['lowest_entities']} entities x {g['samples']} samples"),
-            "probe": (probes * 2 * g["samples"], "02 probe",
-                      f"{probes:,.0f} passages x 2 entities (highest, lowest) x {g['samples']} samples")}
+    before the yields, and Table 1's probe (highest and lowest entity of each conditioning passage); ``a``: the
+    ``attention`` block, ``g``: ``qg.generate``, ``y``: ``yields``."""
+    passages = a.condition_passages or a.sample_passages
+    rows = passages * y.entity_passages
+    probes = min(a.probe_passages or rows, rows)
+    return {"uncon": (g.uncon_passages * g.samples, "02 UnCon",
+                      f"{g.uncon_passages:,} passages x {g.samples} samples"),
+            "con": (rows * a.lowest_entities * g.samples, "02 conditioned",
+                    f"{passages:,} passages x {y.entity_passages} with {a.min_entities}+ entities x "
+                    f"{a.lowest_entities} entities x {g.samples} samples"),
+            "probe": (probes * 2 * g.samples, "02 probe",
+                      f"{probes:,.0f} passages x 2 entities (highest, lowest) x {g.samples} samples")}
 
 
-def _filtered(stage: str, label: str, how: str, parsed: float, questions: float, params: Mapping,
-              hardness: bool = True) -> list[Work]:
+def _filtered(stage: str, label: str, how: str, parsed: float, questions: float, yields: settings.Yields,
+              filtering: settings.Filtering, hardness: bool = True) -> list[Work]:
     """Stage 03's work on sampled questions: the reader over the parsed ones; the baseline DPR's hardness score for
     the first filter's survivors (one passage each: an upper bound on the distinct ones; the short questions not
     counted; in one process)."""
-    read, kept = questions * parsed, stage1_yield(params)
+    read, kept = questions * parsed, stage1_yield(yields, filtering)
     return [Work(stage, READ, read, f"{how} x {parsed} parsed", label)] + [
-        Work(stage, HARD, read * kept, f"{how} x {parsed} parsed x {kept} kept by {params['filtering']['stage1']}",
+        Work(stage, HARD, read * kept, f"{how} x {parsed} parsed x {kept} kept by {filtering.stage1}",
              label, splits=False)] * hardness
 
 
-def _faiss_work(name: str, params: Mapping, sizes: Sizes) -> list[Work]:
-    """An IVF index's k-means (``train_size`` vectors assigned ``KMEANS_ITERATIONS`` times) and adding every passage
-    (its nearest centroid, its PQ codes), on one GPU (``faiss_index`` moves the index to device 0)."""
-    index = params["dpr"]["index"]
-    if index["kind"] not in IVF_KINDS:
+def _faiss_work(name: str, index: settings.Index, sizes: Sizes) -> list[Work]:
+    """An IVF index's (``dpr.index``) k-means (``train_size`` vectors assigned ``KMEANS_ITERATIONS`` times) and adding
+    every passage (its nearest centroid, its PQ codes), on one GPU (``faiss_index`` moves the index to device 0)."""
+    if index.kind not in IVF_KINDS:
         return []
-    train = min(index["params"].get("train_size") or sizes.passages, sizes.passages)
+    train = min(index.params.get("train_size") or sizes.passages, sizes.passages)
     return [Work(name, FAISS, sizes.passages + train * KMEANS_ITERATIONS,
                  f"{sizes.passages:,} passages added + {train:,} x {KMEANS_ITERATIONS} k-means assignments per stage "
-                 f"({index['kind']}, nlist {index['params']['nlist']:,})", splits=False)]
+                 f"({index.kind}, nlist {index.params['nlist']:,})", splits=False)]
 
 
-def _generator_work(name: str, params: Mapping, sizes: Sizes) -> list[Work]:
+def _generator_work(name: str, qg: settings.Qg, data: settings.Data, sizes: Sizes) -> list[Work]:
     """Stage 02's two generator trainings, where the generator is a model (not the rule-based cloze one)."""
-    if is_rule_based(params["qg"]["architecture"]):
+    if is_rule_based(qg.architecture):
         return []
-    records = min(sizes.train_examples, params["data"].get("max_train_triples") or sizes.train_examples)
-    n, text = _epochs(records, params["qg"]["train"])
+    records = min(sizes.train_examples, data.max_train_triples or sizes.train_examples)
+    n, text = _epochs(records, qg.train)
     return [Work(name, GEN, n, text, label=kind, splits=False)
             for kind in ("UnCon", "Con")]
 
 
-def stage_work(name: str, stage: Mapping, params: Mapping, sizes: Sizes) -> list[Work]:
-    """The GPU work of one expanded stage; a stage no rule knows is an error (a new stage must be costed)."""
-    base, y = name.partition("@")[0], params["yields"]
+def stage_work(name: str, stage: Mapping, profile: settings.Params, sizes: Sizes) -> list[Work]:
+    """The GPU work of one expanded stage; a stage no rule knows is an error (a new stage must be costed). The whole
+    tree: the stages' rules read most of it (``dpr``, ``qg``, ``attention``, ``yields``, ``filtering``, ``tempqg``,
+    ``data``, and :func:`set_size`'s)."""
+    base, y = name.partition("@")[0], profile.yields
     if base.startswith("retrieve_"):
-        return [Work(name, ENC, sizes.passages, f"`{sizes.corpus}` once per stage")] + _faiss_work(name, params, sizes)
+        return [Work(name, ENC, sizes.passages, f"`{sizes.corpus}` once per stage")] + _faiss_work(
+            name, profile.dpr.index, sizes)
     if base == "attention_bias":
-        a = params["attention"]
-        n = a["sample_passages"] + (a["condition_passages"] or 0)
-        return [Work(name, ATTN, n, f"{a['sample_passages']:,} studied + {a['condition_passages'] or 0:,} conditioning "
+        a = profile.attention
+        n = a.sample_passages + (a.condition_passages or 0)
+        return [Work(name, ATTN, n, f"{a.sample_passages:,} studied + {a.condition_passages or 0:,} conditioning "
                                     "passages, one bert-base forward each", splits=False)]
     if base.startswith("finetune_"):
-        limit = params["dpr"]["finetune"]["max_examples"] or sizes.train_examples
-        n, text = _epochs(min(sizes.train_examples, limit), params["dpr"]["finetune"])
+        limit = profile.dpr.finetune.max_examples or sizes.train_examples
+        n, text = _epochs(min(sizes.train_examples, limit), profile.dpr.finetune)
         return [Work(name, FT, n, f"{text} per stage")]
     if base.startswith("pretrain_"):
         sets = variants.get(_VARIANT.search(stage["cmd"]).group(1)).pretrain
         return [Work(name, PT, n, f"{text} per pass, one pass per set of the stage (`mixing.total`, or the dose)")
-                for n, text in (_epochs(set_size(s, params), params["dpr"]["pretrain"]) for s in sets)]
+                for n, text in (_epochs(set_size(s, profile), profile.dpr.pretrain) for s in sets)]
+    samples = sampled(profile.attention, profile.qg.generate, y)
     if base == "question_generation":
-        return ([Work(name, SAMPLE, n, how, label) for n, label, how in sampled(params).values()]
-                + _generator_work(name, params, sizes))
+        return ([Work(name, SAMPLE, n, how, label) for n, label, how in samples.values()]
+                + _generator_work(name, profile.qg, profile.data, sizes))
     if base == "filtering":
-        parsed = {"uncon": y["parsed_uncon"], "con": y["parsed_con"], "probe": y["parsed_con"]}
-        return [w for kind, (n, label, how) in sampled(params).items()     # Table 1's probes skip stage 2
-                for w in _filtered(name, label, how, parsed[kind], n, params, hardness=kind != "probe")]
+        parsed = {"uncon": y.parsed_uncon, "con": y.parsed_con, "probe": y.parsed_con}
+        return [w for kind, (n, label, how) in samples.items()     # Table 1's probes skip stage 2
+                for w in _filtered(name, label, how, parsed[kind], n, y, profile.filtering,
+                                   hardness=kind != "probe")]
     if base == "tempqg":
-        pool, k = set_size("uncon", params), params["tempqg"]["samples"]
+        pool, k = set_size("uncon", profile), profile.tempqg.samples
         how = f"{pool:,.0f} UnCon passages (at most: one per UnCon entry) x {k} samples"
-        out = [Work(name, SAMPLE, pool * k, how, "tempqg")] + _filtered(name, "tempqg", how, y["parsed_uncon"],
-                                                                        pool * k, params)
-        return out if params["filtering"]["stage1"] == "roundtrip" else [w for w in out if w.row != READ]
+        out = [Work(name, SAMPLE, pool * k, how, "tempqg")] + _filtered(name, "tempqg", how, y.parsed_uncon,
+                                                                        pool * k, y, profile.filtering)
+        return out if profile.filtering.stage1 == "roundtrip" else [w for w in out if w.row != READ]
     if base in UNMEASURED_STAGES or name.startswith(CPU_STAGES):
         return []
     raise ValueError(f"stage {name}: ecqg/tooling/cost.py has no cost rule for it; count its GPU work or list it as CPU-only")
 
 
-def unmeasured(params: Mapping) -> list[str]:
-    """GPU work no benchmark measured: left out of the totals, named with its size."""
-    t = params["tempqg"]
-    return (["`filtering` (03): training the reader (`mrc.train_model`)"] if params["mrc"]["train_model"] else []) + [
-            f"`tempqg`: its Poly-DPR template selector ({t['selector']['train']['epochs']} epochs) and generator "
-            f"({t['train']['epochs']} epoch)",
+def unmeasured(mrc: settings.Mrc, t: settings.TempQG) -> list[str]:
+    """GPU work no benchmark measured: left out of the totals, named with its size (``t``: the ``tempqg`` block)."""
+    return (["`filtering` (03): training the reader (`mrc.train_model`)"] if mrc.train_model else []) + [
+            f"`tempqg`: its Poly-DPR template selector ({t.selector.train.epochs} epochs) and generator "
+            f"({t.train.epochs} epoch)",
             "`results` (06), `mechanism` (07): attention, probes, Poly-DPR codes",
             "every `retrieve_*`: the test questions' encoding and the FAISS search (the index's k-means and adding "
             "are estimated above); every training: its validation encodings every `eval_every` steps"]
@@ -446,14 +452,14 @@ def unmeasured(params: Mapping) -> list[str]:
 def build(profile: str, passages: int | None = None, train_examples: int | None = None,
           passage_tokens: float | None = None) -> Model:
     """The cost model of ``profile``: its expanded stages, sizes, rates and every stage's work."""
-    params = config.preset(profile)
+    tree = settings.of(config.preset(profile))
     from ecqg.tooling import dag as dag_writer
 
     # the DAG written for the profile's own dpr.variants (dvc.yaml holds params.yaml's)
-    dag = dict(expanded_stages(yaml.safe_load(dag_writer.render(params)), params))
-    size = sizes(params, passages, train_examples, passage_tokens)
-    model = Model(profile, params, dag, size, *rates(params, size))
-    model.works = {name: stage_work(name, stage, params, size) for name, stage in dag.items()}
+    dag = dict(expanded_stages(yaml.safe_load(dag_writer.render(tree)), tree))
+    size = sizes(tree.data, passages, train_examples, passage_tokens)
+    model = Model(profile, tree, dag, size, *rates(tree.dpr, tree.qg, tree.tempqg, size))
+    model.works = {name: stage_work(name, stage, tree, size) for name, stage in dag.items()}
     model.host_hours = host_hours(read_result(REHEARSAL_FILE), HOST_CORES) * size.passages / PAPER_PASSAGES
     return model
 
@@ -494,7 +500,7 @@ def critical_path(model: Model, names: Sequence[str], end: int) -> float:
 def example_tokens(model: Model, key: str) -> float:
     """Tokens per training example at the profile's settings: a question and (1 + hard negatives) passages."""
     passages = model.sizes.passage_tokens or benchmark_tokens()
-    return QUERY_TOKENS + (1 + model.params["dpr"][key]["hard_negatives"]) * passages
+    return QUERY_TOKENS + (1 + getattr(model.settings.dpr, key).hard_negatives) * passages
 
 
 def at_training_goal(model: Model, mfu: float = TRAINING_MFU_GOAL) -> Model:

@@ -23,10 +23,10 @@ place.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ecqg.core import choices, cli, paths, schemes, variants
+from ecqg.core import choices, cli, paths, schemes, settings, variants
 from ecqg.tooling.code_deps import REPO
 from ecqg.tooling.dag_file import (DVC_YAML, Stage, flow, hand_edited, prune_lock, render_stage, signed,
                                    untracked_code_files)
@@ -57,7 +57,7 @@ ENCODED_CORPUS = [str(paths.CORPUS), str(paths.TOKENIZED_CORPUS)]   # the text (
 
 
 def _seed_axis(variant: variants.Variant) -> str:
-    return "${" + variants.SEED_LISTS[variant.seeds] + "}"
+    return "${dpr." + variants.SEED_LISTS[variant.seeds] + "}"     # SEED_LISTS: the field of the dpr block
 
 
 def _axes(variant: variants.Variant, members: Sequence[variants.Variant], phase: str) -> tuple[dict, str, str]:
@@ -76,12 +76,13 @@ def _training_outs(run: str, tag: str) -> tuple[list, list]:
     return outs, [_metric(f"{run}_training.json"), _metric(f"stage_05_dpr_training.{tag}.json")]
 
 
-def _set_deps(variant: variants.Variant, params: Mapping) -> list[str]:
-    """The sets a pre-training block reads: replicate ``${item.seed}``'s own where stages 02-04 run per replicate."""
+def _set_deps(variant: variants.Variant, per_replicate: bool) -> list[str]:
+    """The sets a pre-training block reads: replicate ``${item.seed}``'s own where stages 02-04 run per replicate
+    (``qg.generate.per_replicate``)."""
     if variants.group(variant):                                     # one set per member, named like it
         dirs = {variants.SETS[s].path.parent for s in variant.pretrain}
         return [f"{d}/${{item.variant}}.json" for d in sorted(dirs)]
-    return [str(variants.set_path(s, "${item.seed}", params)) for s in variant.pretrain]
+    return [str(variants.set_path(s, "${item.seed}", per_replicate)) for s in variant.pretrain]
 
 
 def _kind_params(variant: variants.Variant) -> list[str]:
@@ -89,7 +90,9 @@ def _kind_params(variant: variants.Variant) -> list[str]:
     return [block] if block else []
 
 
-def pretrain_stage_block(variant: variants.Variant, members: Sequence[variants.Variant], params: Mapping) -> Stage:
+def pretrain_stage_block(variant: variants.Variant, members: Sequence[variants.Variant], per_replicate: bool
+                         ) -> Stage:
+    """The pre-training block of ``members`` (``per_replicate``: ``qg.generate.per_replicate``, which sets it reads)."""
     matrix, name, seed = _axes(variant, members, "pretrain")
     run = f"dpr_{name}_pre_s{seed}"
     tag = f"{name}-pre-{seed}"
@@ -97,12 +100,12 @@ def pretrain_stage_block(variant: variants.Variant, members: Sequence[variants.V
     return Stage(variants.block("pretrain", variant),
                  f"python -m ecqg.tooling.notebook {NOTEBOOK_05} --tag {tag} -p variant {name} -p training_seed {seed} "
                  "-p phase pretrain",
-                 [f"notebooks/{NOTEBOOK_05}.ipynb", *_set_deps(variant, params)],
+                 [f"notebooks/{NOTEBOOK_05}.ipynb", *_set_deps(variant, per_replicate)],
                  ["seed", *MODEL_PARAMS, "dpr.pretrain", *_kind_params(variant)], outs, metrics, matrix,
                  comment=f"{', '.join(m.label for m in members)}: synthetic pre-training, one per replicate")
 
 
-def finetune_stage_block(variant: variants.Variant, members: Sequence[variants.Variant], params: Mapping) -> Stage:
+def finetune_stage_block(variant: variants.Variant, members: Sequence[variants.Variant]) -> Stage:
     matrix, name, seed = _axes(variant, members, "finetune")
     run = f"dpr_{name}_s{seed}"
     outs, metrics = _training_outs(run, f"{name}-{seed}")
@@ -128,10 +131,10 @@ def retrieve_stage_block(variant: variants.Variant, members: Sequence[variants.V
                          + (" right after pre-training" if pre else "") + ": every test set searched")
 
 
-def dose_stages(params: Mapping) -> list[Stage]:
+def dose_stages(per_replicate: bool) -> list[Stage]:
     """The dose curve: UnCon and Mixed pre-trained on their sets cut to each size of ``mixing.doses`` (replicate
-    ``${item.seed}``'s sets where they are per replicate), and searched with right after pre-training (their
-    fine-tuned rows are the main variants, at ``mixing.total``)."""
+    ``${item.seed}``'s sets where they are per replicate: ``qg.generate.per_replicate``), and searched with right
+    after pre-training (their fine-tuned rows are the main variants, at ``mixing.total``)."""
     matrix = {"set": list(variants.DOSED_SETS), "size": "${mixing.doses}", "seed": "${dpr.seeds}"}
     name, seed = "${item.set}_d${item.size}", "${item.seed}"
     run, tag = f"dpr_{name}_pre_s{seed}", f"{name}-pre-{seed}"
@@ -141,7 +144,7 @@ def dose_stages(params: Mapping) -> list[Stage]:
         Stage("pretrain_dose", f"python -m ecqg.tooling.notebook {NOTEBOOK_05} --tag {tag} -p variant {name} "
               f"-p training_seed {seed} -p phase pretrain",
               [f"notebooks/{NOTEBOOK_05}.ipynb", str(variants.dose_set("${item.set}", "${item.size}").at(
-                  seed if variants.generation_seeds(params) != [None] else None))],
+                  seed if per_replicate else None))],
               ["seed", *MODEL_PARAMS, "dpr.pretrain"], outs, metrics, matrix,
               comment="the dose curve: UnCon / Mixed pre-trained on their sets cut to each of mixing.doses"),
         Stage("retrieve_dose", f"python -m ecqg.stages.retrieve_dense {model} --seed {seed}",
@@ -152,10 +155,11 @@ def dose_stages(params: Mapping) -> list[Stage]:
     ]
 
 
-def dense_stages(params: Mapping, table: Sequence[variants.Variant] | None = None) -> list[Stage]:
-    """Every trained variant's training blocks in table order, then the retrieval blocks (one per seed list), then
-    the dose curve's."""
-    table = variants.trained(params, variants.TABLE if table is None else table)
+def dense_stages(dpr: settings.Dpr, qg: settings.Qg, table: Sequence[variants.Variant] | None = None) -> list[Stage]:
+    """Every trained variant's training blocks in table order (``dpr.variants``), then the retrieval blocks (one per
+    seed list), then the dose curve's (``qg.generate.per_replicate``: which sets they read)."""
+    table = variants.trained(dpr, variants.TABLE if table is None else table)
+    per_replicate = qg.generate.per_replicate
     def grouped(phase: str, members: Iterable[variants.Variant]) -> dict[str, list[variants.Variant]]:
         out: dict[str, list[variants.Variant]] = {}
         for v in members:
@@ -163,9 +167,11 @@ def dense_stages(params: Mapping, table: Sequence[variants.Variant] | None = Non
         return out
 
     out = []
-    for phase, build in (("pretrain", pretrain_stage_block), ("finetune", finetune_stage_block)):
+    for phase in ("pretrain", "finetune"):
         for members in grouped(phase, [v for v in table if phase != "pretrain" or v.pretrained]).values():
-            out.append((table.index(members[0]), phase == "finetune", build(members[0], members, params)))
+            block = (pretrain_stage_block(members[0], members, per_replicate) if phase == "pretrain" else
+                     finetune_stage_block(members[0], members))
+            out.append((table.index(members[0]), phase == "finetune", block))
     out = [stage for *_, stage in sorted(out, key=lambda x: (x[0], x[1]))]
     out.append(Stage("retrieve_untrained", "python -m ecqg.stages.retrieve_dense untrained",
                      [*ENCODED_CORPUS, str(paths.QUESTIONS)], [*RETRIEVE_PARAMS, *MODEL_PARAMS],
@@ -176,14 +182,15 @@ def dense_stages(params: Mapping, table: Sequence[variants.Variant] | None = Non
         phase = "retrieve_pre" if pre else "retrieve"
         for members in grouped(phase, [v for v in table if v.pretrained or not pre]).values():
             out.append(retrieve_stage_block(members[0], members, pre))
-    return out + dose_stages(params)
+    return out + dose_stages(per_replicate)
 
 
-def _notebook(number: str, name: str, deps: list, params: list, outs: list, metrics: list,
+def _notebook(number: str, name: str, deps: list, param_keys: list, outs: list, metrics: list,
               comment: str = "") -> Stage:
+    """A notebook's stage; ``param_keys``: the params keys DVC tracks for it."""
     nb = f"{number}_{name}"
     return Stage(name if number not in ("06", "07") else {"06": "results", "07": "mechanism"}[number],
-                 f"python -m ecqg.tooling.notebook {nb}", [f"notebooks/{nb}.ipynb", *deps], params,
+                 f"python -m ecqg.tooling.notebook {nb}", [f"notebooks/{nb}.ipynb", *deps], param_keys,
                  [*outs, f"{paths.NOTEBOOKS_OUT}/{nb}.ipynb", f"{paths.FIGURES}/{number}",
                   _nocache(f"results/{PROFILE}/notebooks/{nb}.ipynb")],
                  [*(_metric(m) for m in metrics), _metric(f"stage_{nb}.json")], comment=comment)
@@ -223,29 +230,31 @@ def data_stages() -> list[Stage]:
     ]
 
 
-def _replicate_params(params: Mapping) -> list[str]:
-    """Stages 02-04 run once per seed of ``dpr.seeds`` where sets are per replicate: the list is their parameter."""
-    return ["dpr.seeds"] if variants.generation_seeds(params) != [None] else []
+def _replicate_params(per_replicate: bool) -> list[str]:
+    """Stages 02-04 run once per seed of ``dpr.seeds`` where sets are per replicate (``qg.generate.per_replicate``):
+    the list is their parameter."""
+    return ["dpr.seeds"] if per_replicate else []
 
 
-def _generated_deps(params: Mapping) -> list[str]:
+def _generated_deps(per_replicate: bool) -> list[str]:
     """Stage 02's question files; where there is one per replicate, its whole output folder (the seed list is then
     the stages' parameter, and dvc.yaml stays the same whatever the seeds)."""
-    if variants.generation_seeds(params) != [None]:
+    if per_replicate:
         return [str(paths.QG)]
     return [str(paths.generated_file(g)) for g in schemes.of_stage()]
 
 
-def _kept_deps(params: Mapping) -> list[str]:
+def _kept_deps(per_replicate: bool) -> list[str]:
     """Stage 03's survivors (as above: its output folder where they are per replicate)."""
-    if variants.generation_seeds(params) != [None]:
+    if per_replicate:
         return [str(paths.FILTERING)]
     return [str(paths.kept_file(g)) for g in schemes.of_stage()]
 
 
-def synthetic_stages(params: Mapping) -> list[Stage]:
-    """The paper's synthetic data (01-04) and the related system's (pseudo-queries, TempQG: where a trained variant
-    pre-trains on their sets)."""
+def synthetic_stages(dpr: settings.Dpr, qg: settings.Qg) -> list[Stage]:
+    """The paper's synthetic data (01-04: per replicate or not, ``qg.generate.per_replicate``) and the related
+    system's (pseudo-queries, TempQG: where a variant of ``dpr.variants`` pre-trains on their sets)."""
+    per_replicate = qg.generate.per_replicate
     stages = [
         _notebook("01", "attention_bias", [BASELINE_MODEL, *CORPUS_AND_POOL, str(paths.QUESTIONS)],
                   ["seed", "attention", "dpr.model", "dpr.base_model", "dpr.pooling", "dpr.passage_max_length",
@@ -253,27 +262,29 @@ def synthetic_stages(params: Mapping) -> list[Stage]:
                   "the first replicate's DPR: which entities its [CLS] attends to, and where"),
         _notebook("02", "question_generation", [str(paths.TRAIN_GOLD), str(paths.TRAIN_GOLD_DPR), *CORPUS_AND_POOL,
                                                 str(paths.QUESTIONS), str(paths.QG_ENTITIES)],
-                  ["seed", "qg", "attention.exclude_test_gold", "attention.probe_passages", *_replicate_params(params)],
+                  ["seed", "qg", "attention.exclude_test_gold", "attention.probe_passages",
+                   *_replicate_params(per_replicate)],
                   [str(paths.QG)],
                   ["question_generation.json"], "the unconditioned and entity-conditioned generators"),
-        _notebook("03", "filtering", ["${data.mrc_unanswerable}", *_generated_deps(params), str(paths.QG_PROBES),
+        _notebook("03", "filtering", ["${data.mrc_unanswerable}", *_generated_deps(per_replicate), str(paths.QG_PROBES),
                                       str(paths.TRAIN_GOLD), *CORPUS_AND_POOL, BASELINE_MODEL, BASELINE_INDEX],
                   ["seed", "data.mrc_unanswerable", "mrc", "filtering", "qg.generate.per_replicate",
-                   *_replicate_params(params)], [str(paths.FILTERING)], ["filtering.json"],
+                   *_replicate_params(per_replicate)], [str(paths.FILTERING)], ["filtering.json"],
                   "round trip through a reader, then the hard ones for the first replicate's DPR"),
-        _notebook("04", "mixing", [*_kept_deps(params), str(paths.FILTER_DECISIONS), str(paths.TRAIN_GOLD),
+        _notebook("04", "mixing", [*_kept_deps(per_replicate), str(paths.FILTER_DECISIONS), str(paths.TRAIN_GOLD),
                                    *CORPUS_AND_POOL, str(paths.QUESTIONS), str(paths.BM25_INDEX)],
-                  ["seed", "mixing", "qg.generate.per_replicate", *_replicate_params(params)], [str(paths.SYNTHETIC)],
+                  ["seed", "mixing", "qg.generate.per_replicate", *_replicate_params(per_replicate)],
+                  [str(paths.SYNTHETIC)],
                   ["mixing.json", "question_quality.json"],
                   "the UnCon and Mixed sets (and their doses), BM25 hard negatives"),
     ]
-    if variants.builds("pseudo_queries", params):
+    if variants.builds("pseudo_queries", dpr):
         stages.append(Stage(
             "pseudo_queries", "python -m ecqg.stages.pseudo_queries",
             [str(variants.SETS["uncon"].path), *CORPUS_AND_POOL, str(paths.BM25_INDEX)],
             ["seed", "pseudo", "bm25.k1", "bm25.b"], [str(paths.PSEUDO)], [_metric("stage_pseudo_queries.json")],
             comment="ETM / RSM pseudo-queries (Luo et al. 2022, §5) over UnCon's passages"))
-    if variants.builds("tempqg", params):
+    if variants.builds("tempqg", dpr):
         stages.append(_notebook(
             "08", "tempqg",
             [str(paths.TRAIN_GOLD), str(paths.TRAIN_GOLD_DPR), *CORPUS_AND_POOL, str(paths.QUESTIONS),
@@ -292,9 +303,10 @@ EVIDENCE_06 = ("evidence/ranks.parquet", "evidence/passages.parquet")
 EVIDENCE_07 = ("evidence/mechanism.parquet", "evidence/slices.parquet")
 
 
-def analysis_stages(params: Mapping) -> list[Stage]:
-    """Hybrids, 06 (Table 3, attention), 07 (mechanism) and the generated results page."""
-    pseudo = variants.builds("pseudo_queries", params)
+def analysis_stages(dpr: settings.Dpr) -> list[Stage]:
+    """Hybrids, 06 (Table 3, attention), 07 (mechanism) and the generated results page (which related-system files
+    they read: the stages ``dpr.variants`` builds)."""
+    pseudo = variants.builds("pseudo_queries", dpr)
     pseudo_deps = [str(paths.PSEUDO), f"results/{PROFILE}/stage_pseudo_queries.json"] if pseudo else []
     results = _notebook("06", "results_and_attention_entropy",
                         [str(paths.RUNS), str(paths.MODELS), str(paths.FILTERED_PROBES),
@@ -320,7 +332,7 @@ def analysis_stages(params: Mapping) -> list[Stage]:
                           ["mechanism.json", "mechanism_curve.json"],
                           "NQ sliced by answer position and entity attention, the moved-sentence probe")
     related = ["stage_pseudo_queries.json"] if pseudo else []
-    related += ["tempqg.json", "stage_08_tempqg.json"] if variants.builds("tempqg", params) else []
+    related += ["tempqg.json", "stage_08_tempqg.json"] if variants.builds("tempqg", dpr) else []
     report_deps = [f"results/{PROFILE}/{name}" for name in (
         f"dpr_baseline_s{FIRST_SEED}_training.json", f"dpr_mixed_s{FIRST_SEED}_training.json", "table3.json",
         "encoder_comparison.json", "poly_codes.json", *related, "attention_bias.json", "question_generation.json",
@@ -349,28 +361,31 @@ def analysis_stages(params: Mapping) -> list[Stage]:
     ]
 
 
-def stages(params: Mapping, table: Sequence[variants.Variant] | None = None) -> list[Stage]:
-    """Every stage in pipeline order, for the variants ``params`` trains."""
-    return [*data_stages(), *dense_stages(params, table), *synthetic_stages(params), *analysis_stages(params)]
+def stages(dpr: settings.Dpr, qg: settings.Qg, table: Sequence[variants.Variant] | None = None) -> list[Stage]:
+    """Every stage in pipeline order, for the variants ``dpr.variants`` trains (``qg.generate.per_replicate``: one
+    synthetic set per replicate, or one for all)."""
+    return [*data_stages(), *dense_stages(dpr, qg, table), *synthetic_stages(dpr, qg), *analysis_stages(dpr)]
 
 
-def plotted_systems(params: Mapping, table: Sequence[variants.Variant] | None = None) -> list[str]:
+def plotted_systems(dpr: settings.Dpr, mixing: settings.Mixing, hybrid: settings.Hybrid,
+                    table: Sequence[variants.Variant] | None = None) -> list[str]:
     """The columns of the Top-k (06) and answer-position (07) plot data: Table 3's rows in its order (the sparse
     retrievers, the untrained encoder, each pre-trained variant right after pre-training, the dose curve's rows,
     every trained variant, the BM25 + dense hybrids). ``ecqg.pipeline.results.table3_systems`` says the same in the
     layer above, which this module may not import; tests/test_plots.py holds the two equal for every profile."""
-    trained = variants.trained(params, table)
-    doses = [variants.dose_variant(base, n, table) for n in variants.doses(params) for base in variants.DOSED_SETS]
-    hybrids = [f"hybrid_{method}_{v}" for v in params["hybrid"]["variants"] for method in ("sum", "rrf")]
+    trained = variants.trained(dpr, table)
+    doses = [variants.dose_variant(base, n, table) for n in variants.doses(mixing) for base in variants.DOSED_SETS]
+    hybrids = [f"hybrid_{method}_{v}" for v in hybrid.variants for method in ("sum", "rrf")]
     return [*variants.SPARSE, variants.UNTRAINED, *(v.pre_system for v in trained if v.pretrained),
             *(v.pre_system for v in doses), *(v.system for v in trained), *hybrids]
 
 
-def render_plots(params: Mapping, table: Sequence[variants.Variant] | None = None) -> str:
+def render_plots(dpr: settings.Dpr, mixing: settings.Mixing, hybrid: settings.Hybrid,
+                 table: Sequence[variants.Variant] | None = None) -> str:
     """DVC's plots (``dvc plots show``): a file per training run (loss; validation Top-k), and the Top-k (a file per
     test set) and answer-position data, a column per system. Each of those columns is named in ``y``: DVC draws one
     line per field named there, and only a file's last column when ``y`` is left out."""
-    systems = plotted_systems(params, table)
+    systems = plotted_systems(dpr, mixing, hybrid, table)
     return "\n".join([
         "plots:",
         "  - results/${profile}/plots/training:", "      x: step", "      y: loss",
@@ -392,12 +407,16 @@ HEADER = """\
 """
 
 
-def render(params: Mapping, table: Sequence[variants.Variant] | None = None, root: Path = REPO) -> str:
-    body = "\n".join(render_stage(s, root) for s in stages(params, table))
-    chosen = params["dpr"]["variants"]
+def render(profile: settings.Params, table: Sequence[variants.Variant] | None = None, root: Path = REPO) -> str:
+    """dvc.yaml for ``profile``. The whole typed tree, because the file is the profile's DAG: its stages name params
+    keys of nearly every block, and which stages, deps and plot columns it has follow from ``dpr``, ``qg``,
+    ``mixing`` and ``hybrid`` (the helpers take those blocks)."""
+    body = "\n".join(render_stage(s, root) for s in stages(profile.dpr, profile.qg, table))
+    chosen = profile.dpr.variants
     selection = (f"# Variants: dpr.variants is '{chosen}'" if chosen == variants.ALL else
                  f"# Variants: dpr.variants selects {', '.join(chosen)}") + " (params.yaml).\n"
-    return signed(f"{HEADER}{selection}stages:\n{body}\n\n{render_plots(params, table)}")
+    return signed(f"{HEADER}{selection}stages:\n{body}\n\n"
+                  f"{render_plots(profile.dpr, profile.mixing, profile.hybrid, table)}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -429,8 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ecqg.core import config
 
     path = Path(args.file)
-    params = config.load(args.params or path.with_name(str(config.PARAMS_FILE)))
-    text = render(params)
+    profile = config.load_settings(args.params or path.with_name(str(config.PARAMS_FILE)))
+    text = render(profile)
     if args.action == "print":
         sys.stdout.write(text)
         return 0
@@ -458,7 +477,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_text(backup, old)
         print(f"{path}: the hand-edited file is kept as {backup}")
     write_text(path, text)
-    print(f"{path} written ({text.count(chr(10))} lines; dpr.variants: {params['dpr']['variants']})")
+    print(f"{path} written ({text.count(chr(10))} lines; dpr.variants: {profile.dpr.variants})")
     return 0
 
 

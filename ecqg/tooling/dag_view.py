@@ -19,7 +19,7 @@ import networkx as nx
 import yaml
 
 from ecqg.core import cli, config
-from ecqg.tooling.dvc_stages import declared_paths, expanded_stages
+from ecqg.tooling.dvc_stages import Tree, declared_paths, expanded_stages
 
 DOC = Path("docs/pipeline.md")
 START, END = "<!-- dag:start -->", "<!-- dag:end -->"
@@ -32,12 +32,13 @@ def _feeds(out: str, dep: str) -> bool:
     return out == dep or dep.startswith(out + "/") or out.startswith(dep + "/")
 
 
-def stage_groups(dvc_yaml: Mapping, params: Mapping) -> tuple[nx.DiGraph, dict[str, str]]:
+def stage_groups(dvc_yaml: Mapping, tree: Tree) -> tuple[nx.DiGraph, dict[str, str]]:
     """The graph of declared stages (an edge: some item of A writes what some item of B reads) and each node's
-    label (the notebook's number where the stage runs one, ``xN`` for a stage of N items). A stage whose items sit
+    label (the notebook's number where the stage runs one, ``xN`` for a stage of N items); ``tree``: the params the
+    stages expand with (the whole tree: :func:`ecqg.tooling.dvc_stages.expanded_stages`). A stage whose items sit
     on both sides of another stage (``retrieve_dense``: the baseline's run feeds filtering, which feeds the synthetic
     variants' runs) would close a loop as one node: its items stay apart."""
-    expanded = list(expanded_stages(dvc_yaml, params))
+    expanded = list(expanded_stages(dvc_yaml, tree))
     outs = {name: [*declared_paths(s, "outs"), *declared_paths(s, "metrics")] for name, s in expanded}
     items = nx.DiGraph()
     items.add_nodes_from(name for name, _ in expanded)
@@ -82,7 +83,7 @@ def mermaid(graph: nx.DiGraph, labels: Mapping[str, str]) -> str:
 
 
 def view(dvc_yaml_path: str | Path = "dvc.yaml", params_path: str | Path = "params.yaml") -> str:
-    graph, labels = stage_groups(yaml.safe_load(Path(dvc_yaml_path).read_text()), config.load(params_path))
+    graph, labels = stage_groups(yaml.safe_load(Path(dvc_yaml_path).read_text()), config.load_settings(params_path))
     return mermaid(graph, labels)
 
 

@@ -20,8 +20,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ecqg.core import cli, config
-from ecqg.tooling.dvc_stages import param
+from ecqg.core import cli, config, settings
 
 MODEL_KEYS = ("dpr.base_model", "qg.model", "mrc.model")
 PINS = Path("downloads") / "HUB_REVISIONS"
@@ -29,17 +28,11 @@ PRESET_PINS = Path("params") / "hub_revisions.txt"
 WEIGHT_FILES = ("*.safetensors", "pytorch_model.bin")      # safetensors where the commit has them
 
 
-def hub_models(params: Mapping) -> dict[str, str]:
-    """``params key -> hub id`` for the model references that name the hub."""
-    out = {}
-    for key in MODEL_KEYS:
-        try:
-            ref = param(params, key)
-        except KeyError:
-            continue
-        if isinstance(ref, str) and not ref.startswith("bundled:") and not os.path.isdir(ref):
-            out[key] = ref
-    return out
+def hub_models(dpr: settings.Dpr, qg: settings.Qg, mrc: settings.Mrc) -> dict[str, str]:
+    """``params key -> hub id`` for the model references (:data:`MODEL_KEYS`) that name the hub."""
+    refs = dict(zip(MODEL_KEYS, (dpr.base_model, qg.model, mrc.model)))
+    return {key: ref for key, ref in refs.items()
+            if isinstance(ref, str) and not ref.startswith("bundled:") and not os.path.isdir(ref)}
 
 
 def read_pins(path: Path = PINS) -> dict[str, str]:
@@ -93,13 +86,14 @@ def pin_of(ref: str, fixed: Mapping[str, str], pins: Mapping[str, str], preset_p
     return (fixed[ref], preset_pins) if ref in fixed else (pins.get(ref), pins_path)
 
 
-def check(params: Mapping, pins_path: Path = PINS, cache_dir: str | None = None, params_file: str = "params.yaml",
-          hub_off: bool | None = None, preset_pins: Path = PRESET_PINS) -> list[str]:
-    """Every hub model cached (when the hub is off) and at its pinned revision; records first-seen revisions.
-    Returns one line per model; raises with every problem named (params file, key, hub id)."""
+def check(models: Mapping[str, str], pins_path: Path = PINS, cache_dir: str | None = None,
+          params_file: str = "params.yaml", hub_off: bool | None = None, preset_pins: Path = PRESET_PINS) -> list[str]:
+    """Every hub model (``models``: :func:`hub_models`) cached (when the hub is off) and at its pinned revision;
+    records first-seen revisions. Returns one line per model; raises with every problem named (params file, key, hub
+    id)."""
     hub_off = offline() if hub_off is None else hub_off
     pins, fixed, problems, lines, recorded = read_pins(pins_path), read_pins(preset_pins), [], [], False
-    for key, ref in hub_models(params).items():
+    for key, ref in models.items():
         revision = cached_revision(ref, cache_dir)
         if revision is None:
             if hub_off:
@@ -134,14 +128,14 @@ def weight_patterns(files: Sequence[str]) -> list[str]:
     return ["*.json", "*.txt", "*.model"] + weights
 
 
-def fetch(params: Mapping, pins_path: Path = PINS, cache_dir: str | None = None,
+def fetch(models: Mapping[str, str], pins_path: Path = PINS, cache_dir: str | None = None,
           preset_pins: Path = PRESET_PINS) -> list[str]:
-    """Download each hub model at its pinned revision (``main`` when none) into the cache, point the cache's ``main``
-    at it, and pin what was not pinned."""
+    """Download each hub model (``models``: :func:`hub_models`) at its pinned revision (``main`` when none) into the
+    cache, point the cache's ``main`` at it, and pin what was not pinned."""
     from huggingface_hub import list_repo_files, snapshot_download
 
     pins, fixed, lines, recorded = read_pins(pins_path), read_pins(preset_pins), [], False
-    for key, ref in hub_models(params).items():
+    for key, ref in models.items():
         revision, _ = pin_of(ref, fixed, pins, preset_pins, pins_path)
         patterns = weight_patterns(list_repo_files(ref, revision=revision))
         path = snapshot_download(ref, revision=revision, cache_dir=cache_dir, allow_patterns=patterns)
@@ -165,15 +159,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         import yaml
 
         args.params = f"params/{args.profile}.yaml"
-        params = yaml.safe_load(config.render_profile(args.profile, Path(config.PRESETS_DIR)))
+        tree = settings.of(yaml.safe_load(config.render_profile(args.profile, Path(config.PRESETS_DIR))))
     else:
-        params = config.load(args.params)
-    if not hub_models(params):
+        tree = config.load_settings(args.params)
+    models = hub_models(tree.dpr, tree.qg, tree.mrc)
+    if not models:
         print(f"{args.params} names no hub model ({', '.join(MODEL_KEYS)}: bundled or local)")
         return 0
     try:
-        lines = (check(params, args.pins, params_file=args.params) if args.command == "check"
-                 else fetch(params, args.pins))
+        lines = (check(models, args.pins, params_file=args.params) if args.command == "check"
+                 else fetch(models, args.pins))
     except RuntimeError as err:
         print(err, file=sys.stderr)
         return 1

@@ -43,7 +43,7 @@ def execute(name: str, extra: dict | None = None, params_file: str = str(config.
     target = paths.NOTEBOOKS_OUT / f"{run_name}.ipynb"
     failed = paths.NOTEBOOKS_OUT / f"{run_name}.failed.ipynb"
     inherited = os.environ.get(device.ENV_VAR)   # a user's override stays; ours is removed afterwards
-    with timed_stage(run_name, params):
+    with timed_stage(run_name, params["profile"], params["device"]):
         with atomic_path(target) as tmp:
             try:
                 # the notebook's kernel is a child process: it follows this stage's device policy through the env

@@ -74,19 +74,19 @@ class Filtering(Block):
     require_overlap: bool = setting((bool,), None, "true or false")
     hardness: str = setting((str,), lambda v: v in ("lowest_score", "rank"), "lowest_score or rank")
     keep_fraction: float = setting(NUMBER, lambda v: 0 < v <= 1, "a number in (0, 1]")
-    ablation: bool = setting((bool,), None, "true or false")
     max_rank: int = setting((int,), positive, "an integer > 0")
     depth: int = setting((int,), positive, "an integer > 0")
     autocast: str | None = setting((str, type(None)), autocast, AUTOCAST_EXPECTED + ": the hardness encoder's")
+    ablation: bool = setting((bool,), None, "true or false")
 
 
 @dataclass(frozen=True)
 class Mixing(Block):
     total: int = setting((int,), lambda v: v >= 2, "an integer >= 2")
-    require_total: bool = setting((bool,), None, "true or false")
     doses: list = setting((list,), lambda v: all(isinstance(n, int) and not isinstance(n, bool) and n >= 2
                                                  and n % 2 == 0 for n in v) and list(v) == sorted(set(v)),
                           "a list of even sizes >= 2 in increasing order (may be empty)")
+    require_total: bool = setting((bool,), None, "true or false")
 
 
 def _share():

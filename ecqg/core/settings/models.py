@@ -72,12 +72,12 @@ class DprTrain(Block):
 
 @dataclass(frozen=True)
 class DprFinetune(DprTrain):
-    patience: int | None = trained("patience")
-    select_metric: str = trained("select_metric")
-    snapshot_steps: list = trained("snapshot_steps")
     max_examples: int | None = setting(OPTIONAL_INT, optional_positive, _OPTIONAL_COUNT)
     heldout: int = setting((int,), positive, "an integer > 0")
     nq_dev_distant: bool = setting((bool,), None, "true or false")
+    patience: int | None = trained("patience")
+    select_metric: str = trained("select_metric")
+    snapshot_steps: list = trained("snapshot_steps")
     validation: str = setting((str,), lambda v: v in ("pool", "corpus"), "pool or corpus")
     curve_runs: bool = setting((bool,), None, "true or false")
     curve_probe_passages: int | None = setting(OPTIONAL_INT, optional_positive, _OPTIONAL_COUNT)
@@ -91,8 +91,8 @@ class DprPretrain(DprTrain):
 @dataclass(frozen=True)
 class Encode(Block):
     batch_size: int = setting((int,), positive, "an integer > 0")
-    dtype: str = setting((str,), lambda v: v in ("float32", "float16"), "float32 or float16")
     autocast: str | None = setting((str, type(None)), autocast, AUTOCAST_EXPECTED)
+    dtype: str = setting((str,), lambda v: v in ("float32", "float16"), "float32 or float16")
 
 
 @dataclass(frozen=True)
@@ -117,14 +117,14 @@ class Dpr(Block):
     pooling: str = setting((str,), lambda v: v in ("cls", "mean"), "cls or mean")
     seeds: list = setting((list,), _seed_list,
                           "a non-empty list of distinct integers >= 0 (training seeds; the first feeds stages 01, 03)")
-    related_seeds: list = setting((list,), lambda v: bool(v) and all(isinstance(s, int) and not isinstance(s, bool)
-                                                                     for s in v),
-                                  "a non-empty list of integers (the related system's training seeds, a leading "
-                                  "part of dpr.seeds)")
     variants: str | list = setting((str, list), lambda v: v == VARIANTS_ALL or (
         len(set(v)) == len(v) and set(v) <= {x.name for x in VARIANT_TABLE} and set(paper_variants()) <= set(v)),
         f"'{VARIANTS_ALL}' or a list of distinct dense variants to train ({_VARIANT_NAMES}) "
         f"that has the paper's {', '.join(paper_variants())}")
+    related_seeds: list = setting((list,), lambda v: bool(v) and all(isinstance(s, int) and not isinstance(s, bool)
+                                                                     for s in v),
+                                  "a non-empty list of integers (the related system's training seeds, a leading "
+                                  "part of dpr.seeds)")
     query_max_length: int = setting((int,), lambda v: 8 <= v <= 512, "an integer in [8, 512]")
     passage_max_length: int = setting((int,), lambda v: 16 <= v <= 512, "an integer in [16, 512]")
     finetune: DprFinetune = nested(DprFinetune)
