@@ -304,6 +304,7 @@ def position_bias(records, n_boot: int = 1000, seed: int = 0, confidence: float 
 
     ``records``: ``select_entities`` output (or its records): passage_id, role, rank, relative_position.
     """
+    # stats brings scipy; only the bootstrap needs it
     from ecqg.analysis.stats import bootstrap_ci
 
     frame = pd.DataFrame(list(records) if not isinstance(records, pd.DataFrame) else records)

@@ -167,6 +167,7 @@ def summarise_gaps(gaps: Mapping[str, np.ndarray], pairs: Sequence[tuple[str, st
     per-seed mean gaps. Rows: kind ("system" | "paired"), system, reference, n, gap, ci_low, ci_high, p_value,
     seeds, seed_sd, share_front_higher (% of passages where the front version scores higher).
     """
+    # encoder_comparison brings scipy (through stats); only this summary needs it
     from ecqg.analysis.encoder_comparison import paired_mean_difference
 
     rows, per_passage = [], {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import math
 import difflib
+import io
 import os
 import re
 import shutil
@@ -24,6 +25,7 @@ import yaml
 from ecqg.core import cli
 from ecqg.core import settings
 from ecqg.core.errors import ConfigError
+from ecqg.core.io import write_text
 from ecqg.core.choices import INDEX_KINDS
 from ecqg.core.train_config import Rule
 from ecqg.core.variants import ALL as VARIANTS_ALL
@@ -410,8 +412,7 @@ def preset(profile: str, presets_dir: Path = PRESETS_DIR) -> dict:
 
 def render_profile(profile: str, presets_dir: Path = PRESETS_DIR) -> str:
     """The text ``make profile P=<profile>`` writes: base preset with the profile overlay, the base's comments kept."""
-    import io
-
+    # ruamel (round-trip YAML that keeps comments) serves `make profile` only, not every params load
     from ruamel.yaml import YAML
 
     merged = preset(profile, presets_dir)
@@ -470,8 +471,6 @@ def write_profile(profile: str, target: Path = PARAMS_FILE, presets_dir: Path = 
                   force: bool = False) -> Path:
     """Write ``target`` = base preset with the profile overlay, keeping the base file's comments. Refuses to
     overwrite hand edits unless ``force`` (then the edited file is kept as ``<target>.bak``)."""
-    from ecqg.core.io import write_text
-
     edits = hand_edits(target, presets_dir)
     if edits and not force:
         raise ConfigError(f"{target} has hand edits ({', '.join(edits[:8])}{', ...' if len(edits) > 8 else ''}); "

@@ -7,17 +7,22 @@ sibling and renamed into place. Why deterministic gzip: the committed data bundl
 from __future__ import annotations
 
 import contextlib
+import csv
 import glob
 import gzip
 import io
+import itertools
 import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
+
+from ecqg.core.errors import DataFormatError
 
 
 def remove_stale_temporaries(path: str | Path) -> list[Path]:
@@ -157,8 +162,6 @@ _READ_ERRORS = (EOFError, gzip.BadGzipFile, UnicodeDecodeError, zlib.error)
 def _unreadable(path: str | Path, where: str, exc: Exception):
     """A DataFormatError naming the file and where reading stopped: a truncated .gz (EOFError), a file that is not
     gzip at all, or bytes that are not UTF-8, instead of the bare exception from deep inside the codec."""
-    from ecqg.core.errors import DataFormatError
-
     if isinstance(exc, UnicodeDecodeError):
         problem = f"not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at offset {exc.start} of the line)"
     elif isinstance(exc, EOFError):
@@ -190,8 +193,6 @@ def read_lines(path: str | Path) -> Iterator[tuple[int, str]]:
 
 def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, record)``; a line that is not a JSON object raises DataFormatError naming the line."""
-    from ecqg.core.errors import DataFormatError
-
     for line_no, line in read_lines(path):
         if not line.strip():
             continue
@@ -206,8 +207,6 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 def read_json(path: str | Path, expected: type, what: str) -> Any:
     """Parse a whole JSON file; a syntax error or a top-level value of the wrong type names the file (and line)."""
-    from ecqg.core.errors import DataFormatError
-
     with open_text(path) as handle:
         try:
             data = json.load(handle)
@@ -229,12 +228,6 @@ def read_tsv_rows(path: str | Path, columns: Sequence[str] = ()) -> Iterator[tup
     unbalanced double quote merges two passages silently), so a row that spans lines is refused, naming the line it
     starts on and the field (``columns[i]``, or "column i+1"). One streamed pass, one row in memory.
     """
-    import csv
-    import itertools
-    import sys
-
-    from ecqg.core.errors import DataFormatError
-
     csv.field_size_limit(min(sys.maxsize, 2**31 - 1))  # psgs_w100 passages are long fields
     ended: list[bool] = []
     with open_text(path) as handle:
@@ -265,8 +258,6 @@ def _end_of_file(ended: list[bool]) -> Iterator[str]:
 def _row_across_lines(path: str | Path, line: int, last: int, at_end: bool, row: list[str], columns: Sequence[str]):
     """The DataFormatError for a row whose quoted field runs past the end of its line (``last``: the line where the
     parser stopped; past the file's end when ``at_end``)."""
-    from ecqg.core.errors import DataFormatError
-
     index = next((i for i, value in enumerate(row) if "\n" in value), len(row) - 1)
     field = columns[index] if index < len(columns) else f"column {index + 1}"
     reach = "the end of the file" if at_end else f"line {last}"
@@ -277,8 +268,6 @@ def _row_across_lines(path: str | Path, line: int, last: int, at_end: bool, row:
 
 def write_csv(path: str | Path, rows: Iterable[dict[str, Any]], columns: list[str]) -> Path:
     """Rows as CSV (header ``columns``; a missing value is an empty cell), atomically: plot data for DVC."""
-    import csv
-
     path = Path(path)
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns, extrasaction="ignore", lineterminator="\n")

@@ -273,6 +273,7 @@ class AnswerIndex:
     """
 
     def __init__(self, texts: Sequence[str], progress: bool = True) -> None:
+        # data.text brings pyserini (DrQA's tokenizer): loaded when the index is built, not at import
         from ecqg.data.text import dpr_tokens
 
         self.tokens: list[list[str]] = []
@@ -318,6 +319,7 @@ class RegexSearcher:
         self.blob = self.SEP.join(parts)
 
     def find(self, pattern: str) -> int | None:
+        # pyserini, through data.text, loads on the first regex answer lookup
         from ecqg.data.text import answer_regex_match
 
         try:
@@ -345,6 +347,7 @@ class RegexSearcher:
 
 def _questions_in_corpus(name: str, qas: list[dict], index: AnswerIndex, prefix: str, width: int,
                          drops: Counter) -> list[dict]:
+    # pyserini (through data.text) only once the build runs
     from ecqg.data.text import dpr_tokens
 
     out = []
@@ -439,6 +442,7 @@ def build_bundle(raw: str | Path, out: str | Path, progress: bool = True) -> dic
 
     gold_has_answer = 0
     text_of = {p["id"]: p["text"] for p in passages}
+    # pyserini (through data.text) only once the build runs
     from ecqg.data.text import has_answer
 
     for q in nq_test:

@@ -22,6 +22,7 @@ import unicodedata
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
+from ecqg.data import wiki
 from ecqg.data.fields import require, require_nonempty_str, require_passage_id, require_str_list
 from ecqg.core.errors import DataFormatError
 from ecqg.core.io import read_jsonl
@@ -164,8 +165,6 @@ def read_corpus(path: str | Path) -> Iterator[dict[str, str]]:
     (checked as it streams; the psgs_w100 and JsonCollection readers keep their ids in a
     :class:`ecqg.data.fields.SeenIds`, 2.6 MB for psgs_w100's 21M numeric ids).
     """
-    from ecqg.data import wiki
-
     path = Path(path)
     name = path.name[:-3] if path.name.endswith(".gz") else path.name
     if name.endswith(".tsv"):

@@ -21,6 +21,8 @@ import regex
 # samples or encodes); BM25 (retrieval/bm25.py) checks for Java before it touches Lucene.
 from pyserini.eval.evaluate_dpr_retrieval import SimpleTokenizer, has_answers, regex_match
 
+from ecqg.runtime.models import load_spacy
+
 
 @functools.lru_cache(maxsize=1)
 def dpr_tokenizer() -> SimpleTokenizer:
@@ -28,7 +30,7 @@ def dpr_tokenizer() -> SimpleTokenizer:
 
 
 # DrQA SimpleTokenizer's own pattern, non-capturing so ``findall`` returns whole tokens: the same tokens as
-# ``SimpleTokenizer().tokenize(text).words()`` (a test checks) at ~2.5x the speed, as no Tokens objects are built.
+# ``SimpleTokenizer().tokenize(text).words()`` (a test checks), faster, as no Tokens objects are built.
 _TOKEN_RE = regex.compile(f"(?:{SimpleTokenizer.ALPHA_NUM})|(?:{SimpleTokenizer.NON_WS})",
                           flags=regex.IGNORECASE + regex.UNICODE + regex.MULTILINE)
 _SEP = "\x00"  # a control character: never inside a token (tokens exclude \p{C}), so it marks token boundaries
@@ -57,8 +59,8 @@ class TokenizedPassages:
 
     ``contains(pid, answer_token_lists)`` equals ``has_answer(text_of(pid), answers)`` for answers given as
     ``[dpr_tokens(a) for a in answers]``: a token-sequence match is a substring test of the joined answer tokens
-    (the separator never occurs inside a token). About 1 KB per passage: 200k passages x 100 ranks took 13 s and
-    0.65 GB, where per-length n-gram sets took 75 s and 10 GB.
+    (the separator never occurs inside a token). One string per passage: far less time and memory than per-length
+    n-gram sets.
     """
 
     def __init__(self, text_of: Callable[[str], str]):
@@ -87,8 +89,8 @@ class TokenizedPassages:
 # Entities and sentences for the attention study (docs/design.md, "Method", step 1) and entity-conditioned QG (step 2).
 ENTITY_TYPES = ("PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW", "LANGUAGE")
 # Not needed for NER or the parser's sentence boundaries (en_core_web_sm: ner has its own tok2vec, the parser listens
-# to the shared tok2vec; neither reads tags or lemmas). Measured on 300 corpus passages: 48 -> 63 docs/s, identical
-# entities and sentences. ``senter`` is disabled in the package already (the parser sets the boundaries).
+# to the shared tok2vec; neither reads tags or lemmas). Switching them off is faster and leaves the entities and
+# sentences unchanged. ``senter`` is disabled in the package already (the parser sets the boundaries).
 SPACY_UNUSED = ("tagger", "attribute_ruler", "lemmatizer", "senter")
 
 
@@ -136,8 +138,6 @@ def analyze(texts: Sequence[str], batch_size: int = 64, n_process: int = 1, type
 
     One ``nlp.pipe`` over all texts with the components NER and sentence splitting do not need switched off.
     """
-    from ecqg.runtime.models import load_spacy
-
     nlp = load_spacy(model, disable=SPACY_UNUSED)
     wanted = frozenset(types)
     out = []

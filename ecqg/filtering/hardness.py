@@ -30,6 +30,7 @@ def dpr_hardness(bi_encoder, records: Iterable[Mapping], passages: Mapping[str, 
     passage ``ids``), None when it is not there.
     ``autocast``: the encoders' (:func:`ecqg.runtime.models.inference`; None = float32, ``auto`` = bf16 where native).
     """
+    # dense retrieval brings torch and FAISS: the package's other filters import without them
     from ecqg.retrieval.dense import encode_passages, encode_queries
     from ecqg.retrieval.faiss_index import search
 

@@ -21,6 +21,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ecqg.data.dpr import write_dpr_retriever_json
 from ecqg.data.records import question_key, read_test_questions
 from ecqg.core.errors import DataFormatError
 from ecqg.filtering import check_generated, passage_of
@@ -157,6 +158,7 @@ def dpr_examples(records: Sequence[Mapping], searcher, passages: Mapping[str, Ma
     counted (``fewer_hard_negatives``). The positive's ``score`` is its BM25 score when it is in the top ``depth``,
     else None. ``dataset`` is ``ecqg_uncon`` / ``ecqg_con``; ``id``, ``entity`` and ``generator`` ride along.
     """
+    # retrieval.distant brings pyserini (through data.text), needed only for BM25 hard negatives
     from ecqg.retrieval.distant import gold_training_records
 
     records = check_generated(records, where)
@@ -183,8 +185,6 @@ def dpr_examples(records: Sequence[Mapping], searcher, passages: Mapping[str, Ma
 
 def write_set(path: str | Path, records: Sequence[Mapping], examples: Mapping[str, Mapping]) -> int:
     """Write one set (records in order) as DPR retriever json, atomically; every record needs its example."""
-    from ecqg.data.dpr import write_dpr_retriever_json
-
     for i, rec in enumerate(records):
         if rec["id"] not in examples:
             raise DataFormatError(path, i, "id", f"no DPR example (hard negative) for question {rec['id']!r}")
@@ -196,6 +196,7 @@ def answer_types(answers: Sequence[str], spacy_model: str = "bundled:en_core_web
     """One type per answer string: the spaCy NER label of its longest entity (any OntoNotes label), else DATE
     (a year, month or decade pattern), NUM (any digit) or OTHER. NER runs on the answer alone, which is cheaper
     than parsing every passage and good enough for a distribution."""
+    # data.text brings pyserini; spaCy loads on the call
     from ecqg.data.text import analyze
 
     out = []

@@ -21,10 +21,15 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ecqg.data.fields import require_nonempty_str
+from ecqg.data.records import check_answer_offset
 from ecqg.core.errors import DataFormatError
 from ecqg.core.io import atomic_path
 
 from ecqg.filtering.generated import passage_of
+from ecqg.runtime import parallel
+from ecqg.runtime.hf_training import train_with_checkpoints
+from ecqg.runtime.models import from_pretrained, inference
+from ecqg.runtime.parallel import MODEL_DIR, block
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +42,8 @@ def build_mrc_model(ref: str, seed: int | None = None, **model_kwargs):
     A SQuAD2 checkpoint comes with its trained span head; an encoder (``bundled:minilm``, ``bert-base-uncased``)
     gets a freshly initialised one (transformers warns about it), drawn with ``seed`` so runs repeat.
     """
+    # transformers loads when a reader is built: the filtering package imports without it
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer, set_seed
-
-    from ecqg.runtime.models import from_pretrained
 
     tokenizer = from_pretrained(AutoTokenizer, ref)
     if not getattr(tokenizer, "is_fast", False):
@@ -67,8 +71,6 @@ def mrc_examples(triples: Iterable[Mapping], unanswerables: Iterable[Mapping], p
     Gold triples (``read_train_gold``) are answerable, with their offset checked against the corpus text;
     SQuAD 2.0 unanswerables (``read_squad2_unanswerable``) get empty ``answers`` (the reader learns [CLS]).
     """
-    from ecqg.data.records import check_answer_offset
-
     out = []
     for i, t in enumerate(triples):
         text = passage_of(passages, t["passage_id"], f"{where} (gold triples)", i)["text"]
@@ -150,7 +152,7 @@ def train_features(tokenizer, examples: Sequence[Mapping], max_length: int = 384
 
     ``answer_windows_only`` trades the recipe for CPU time: an answerable example keeps only the window that holds
     its answer most centrally, an unanswerable one only its first window, so a long passage costs one window and
-    the [CLS] share stays that of the examples (off by default).
+    the [CLS] share stays that of the examples (off unless asked).
     """
     enc = _encode(tokenizer, [e["question"] for e in examples], [e["context"] for e in examples], max_length, stride)
     features, chosen = [], {}
@@ -187,9 +189,8 @@ def train_mrc(model, tokenizer, examples: Sequence[Mapping], checkpoint_dir: str
 
     Returns the trainer's figures plus example / feature counts; batches are padded per batch, not to max_length.
     """
+    # transformers loads when a reader trains
     from transformers import DataCollatorWithPadding
-
-    from ecqg.runtime.hf_training import train_with_checkpoints
 
     start = time.perf_counter()
     features = train_features(tokenizer, examples, max_length, stride, answer_windows_only)
@@ -228,8 +229,6 @@ def _best_span(start: np.ndarray, end: np.ndarray, first: int, last: int, max_an
 def _predict_contexts(model, tokenizer, ids: Sequence[str], questions: Sequence[str], contexts: Sequence[str],
                       max_length: int, stride: int, max_answer_length: int, null_threshold: float,
                       batch_size: int, autocast: str | None, bar) -> dict[str, dict[str, Any]]:
-    from ecqg.runtime.models import inference
-
     enc = _encode(tokenizer, questions, contexts, max_length, stride)
     n = len(enc["input_ids"])
     order = np.argsort([-len(x) for x in enc["input_ids"]], kind="stable")
@@ -332,8 +331,6 @@ def predict_in_processes(model, tokenizer, questions: Sequence[Mapping], passage
     """:func:`predict` split over ``processes`` torchrun workers (:mod:`ecqg.runtime.parallel`; started with
     ``launcher_args``), whole chunks each, so the predictions are the single process's; with one process it is
     :func:`predict` itself."""
-    from ecqg.runtime import parallel
-
     if parallel.processes(processes) <= 1:
         return predict(model, tokenizer, questions, passages, progress=progress, where=where, **settings)
     ids, texts, contexts = questions_with_contexts(questions, passages, where)
@@ -347,8 +344,6 @@ def predict_in_processes(model, tokenizer, questions: Sequence[Mapping], passage
 
 def predict_part(job: Mapping[str, Any], rank: int, world: int, job_dir) -> dict[str, dict[str, Any]]:
     """One torchrun worker of :func:`predict_in_processes`: whole chunks of its block."""
-    from ecqg.runtime.parallel import MODEL_DIR, block
-
     questions, settings = job["questions"], job["settings"]
     lo, hi = block(len(questions), settings["chunk_size"], rank, world)
     if lo == hi:

@@ -66,6 +66,7 @@ def answer_in_passage_filter(records: Iterable[Mapping], passages: Mapping[str, 
     question only when its generated answer occurs in its passage text (DPR's has_answer), reason
     ``answer_not_in_passage`` otherwise. Weaker than the round trip (it cannot tell whether the question asks for
     that answer); results that used it must say so."""
+    # data.text brings pyserini: only this fallback needs it
     from ecqg.data.text import has_answer
 
     records = check_generated(records, where)

@@ -17,8 +17,19 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import torch
+from transformers import BertForMaskedLM, BertTokenizerFast, DataCollatorForLanguageModeling
+
 from ecqg.core.cli import parser
-from ecqg.mlm.model import Architecture
+from ecqg.core.device import host
+from ecqg.core.env import configure_environment
+from ecqg.core.io import atomic_path, read_json, write_json
+from ecqg.core.logs import setup_logging
+from ecqg.mlm.model import Architecture, new_model
+from ecqg.mlm.plots import loss_curve
+from ecqg.mlm.text import load_text
+from ecqg.mlm.vocab import train_wordpiece
+from ecqg.runtime.hf_training import train_with_checkpoints
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +71,10 @@ class MaskingCollator:
     fixed seed so that every evaluation scores the same positions) are only padded."""
 
     def __init__(self, tokenizer, probability: float):
-        from transformers import DataCollatorForLanguageModeling
-
         self.pad_id = tokenizer.pad_token_id
         self.mlm = DataCollatorForLanguageModeling(tokenizer, mlm_probability=probability, pad_to_multiple_of=8)
 
     def __call__(self, features):
-        import torch
-
         features = [{k: v for k, v in f.items() if k != "length"} for f in features]
         if "labels" not in features[0]:
             return self.mlm(features)
@@ -88,9 +95,6 @@ def _features(tokenizer, text, rows: list[int], max_length: int) -> dict[str, li
 
 def _masked_once(tokenizer, columns: dict[str, list], probability: float, seed: int) -> dict[str, list]:
     """The held-out rows masked once, reproducibly (the loss curve compares like with like)."""
-    import torch
-    from transformers import DataCollatorForLanguageModeling
-
     collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=probability)
     out = {k: [] for k in ("input_ids", "token_type_ids", "attention_mask", "labels", "length")}
     with torch.random.fork_rng():
@@ -110,8 +114,6 @@ def _identity(architecture: Architecture, recipe: Recipe, digest: str) -> dict:
 
 def _check_work(work: Path, identity: dict) -> None:
     """Refuse to resume another build's checkpoints: name the settings that differ."""
-    from ecqg.core.io import read_json, write_json
-
     path = work / "identity.json"
     if not path.is_file():
         work.mkdir(parents=True, exist_ok=True)
@@ -130,14 +132,8 @@ def _check_work(work: Path, identity: dict) -> None:
 def build(out: Path, work: Path, corpus: Path, architecture: Architecture, recipe: Recipe,
           limit: int | None = None, progress: bool = True) -> dict:
     """Build (or resume) the base; write ``out`` atomically when training is complete; return its record."""
+    # datasets (and its pyarrow) loads when a build runs, not for --help
     from datasets import Dataset
-    from transformers import BertTokenizerFast
-
-    from ecqg.core.device import host
-    from ecqg.mlm.model import new_model
-    from ecqg.mlm.text import load_text
-    from ecqg.mlm.vocab import train_wordpiece
-    from ecqg.runtime.hf_training import train_with_checkpoints
 
     started = time.time()
     text = load_text(corpus, recipe.held_out_fraction, recipe.seed, limit)
@@ -185,12 +181,6 @@ def _history(log_history: list[dict]) -> list[dict]:
 def _save(model, tokenizer, out: Path, record: dict) -> None:
     """Weights in float16 (half the bytes; the config says float32, so ``from_pretrained`` upcasts on load),
     the tokenizer, the record and its loss curve, renamed into place together."""
-    import torch
-    from transformers import BertForMaskedLM
-
-    from ecqg.core.io import atomic_path, read_json, write_json
-    from ecqg.mlm.plots import loss_curve
-
     with atomic_path(out) as tmp:
         tmp.mkdir(parents=True)
         plain = BertForMaskedLM(model.config)          # saved as the class every loader knows
@@ -218,8 +208,6 @@ def main(argv: list[str] | None = None) -> None:
     values = vars(args)
     architecture = Architecture(**{k: values[k] for k in asdict(Architecture())})
     recipe = Recipe(**{k: values[k] for k in asdict(Recipe())})
-    from ecqg.core.env import configure_environment
-    from ecqg.core.logs import setup_logging
 
     configure_environment()
     setup_logging()

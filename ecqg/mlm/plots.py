@@ -7,9 +7,11 @@ from pathlib import Path
 
 
 def loss_curve(history: Sequence[Mapping], path: str | Path) -> Path:
+    # matplotlib loads only when a curve is drawn
     import matplotlib
 
     matplotlib.use("Agg")
+    # pyplot only after the backend is set: no display where the base is built
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)

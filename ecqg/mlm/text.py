@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ecqg.data.records import read_corpus
+
 
 @dataclass(frozen=True)
 class MlmText:
@@ -46,8 +48,6 @@ def text_digest(titles: Sequence[str], texts: Sequence[str]) -> str:
 def load_text(corpus: str | Path, held_out_fraction: float, seed: int, limit: int | None = None) -> MlmText:
     """The corpus file's passages (``ecqg.data.records.read_corpus``: validated, named errors), the first ``limit``
     when given (tests), with ``held_out_fraction`` of them drawn for the held-out loss by ``seed``."""
-    from ecqg.data.records import read_corpus
-
     if not 0.0 <= held_out_fraction < 1.0:
         raise ValueError(f"held_out_fraction must be in [0, 1), got {held_out_fraction}")
     titles, texts = [], []

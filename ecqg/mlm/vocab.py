@@ -11,16 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from ecqg.core.io import atomic_path
+
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
 def train_wordpiece(lines: Iterable[str], vocab_size: int, out_dir: str | Path, min_frequency: int = 2):
     """Train an uncased WordPiece vocabulary on ``lines`` and save it as a ``BertTokenizerFast`` in ``out_dir``
     (atomically); returns the loaded tokenizer."""
+    # tokenizers and transformers load only when a vocabulary is trained
     from tokenizers import BertWordPieceTokenizer
     from transformers import BertTokenizerFast
-
-    from ecqg.core.io import atomic_path
 
     options = {"clean_text": True, "handle_chinese_chars": True, "strip_accents": True, "lowercase": True}
     trainer = BertWordPieceTokenizer(**options)

@@ -1,7 +1,7 @@
 """Building, saving and loading a generator through the registry of architectures (:mod:`ecqg.qg.generators`).
 
 Offline there are no seq2seq weights, so an encoder-only checkpoint (``bundled:minilm``, ``bert-base-uncased``)
-becomes a generator of ``qg.architecture``: ``prefix_lm`` (the default; :mod:`ecqg.qg.prefix_lm`: source and target
+becomes a generator of ``qg.architecture``: ``prefix_lm`` (:mod:`ecqg.qg.prefix_lm`: source and target
 in one pre-trained BERT, UniLM-style) or ``bert2bert`` (:mod:`ecqg.qg.seq2seq`: an ``EncoderDecoderModel`` warm
 start whose cross-attention starts untrained). A checkpoint that already is a generator (``facebook/bart-large``,
 ``t5-base``, a saved prefix LM or BERT2BERT) loads as its own architecture. All save as ordinary HF checkpoints. The
@@ -13,7 +13,13 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import torch
+from transformers import AddedToken, AutoConfig, AutoTokenizer
+
+from ecqg.core.io import atomic_path
+from ecqg.qg.cloze import ClozeModel, is_cloze_checkpoint
 from ecqg.qg.generators import encoder_architectures, generator_class, generator_for, is_rule_based, saved_generator
+from ecqg.runtime.models import from_pretrained
 
 log = logging.getLogger(__name__)
 
@@ -31,16 +37,10 @@ def build_generator(ref: str, placeholder: str | None = None, architecture: str 
     transform, a BERT2BERT's cross-attention, the placeholder's embedding) are drawn from torch's generator, whose
     own seed differs in every process. ``overrides`` go to the model config (e.g. dropout).
     """
-    import torch
-    from transformers import AutoConfig, AutoTokenizer
-
-    from ecqg.runtime.models import from_pretrained
-
     if architecture not in ARCHITECTURES:
         raise ValueError(f"unknown generator architecture {architecture!r}; known: {ARCHITECTURES}")
     if is_rule_based(architecture):
         return generator_class(architecture).build(), None      # ``ref`` and the placeholder mean nothing to it
-    from ecqg.qg.cloze import ClozeModel, is_cloze_checkpoint
 
     if is_cloze_checkpoint(ref):
         return ClozeModel.from_pretrained(ref), None
@@ -63,8 +63,6 @@ def set_dropout(model, p: float) -> None:
     """Dropout probability ``p`` in every dropout layer of a generator built from a BERT-family encoder (prefix LM or
     BERT2BERT) and in its config. Why: the mini generators see each example fewer than two times, and without
     dropout they learn to use the passage faster (measured: docs/design.md, "Question generation")."""
-    import torch
-
     configs = generator_for(model).dropout_configs(model)
     if not 0 <= p < 1:
         raise ValueError(f"dropout must be in [0, 1), got {p!r}")
@@ -78,8 +76,6 @@ def set_dropout(model, p: float) -> None:
 def add_placeholder_token(model, tokenizer, placeholder: str) -> None:
     """Make ``placeholder`` one token (kept when decoding) and give it an embedding row, in every embedding the
     model has (a BERT2BERT's encoder and decoder are resized separately)."""
-    from transformers import AddedToken
-
     if placeholder not in tokenizer.get_vocab():
         tokenizer.add_tokens([AddedToken(placeholder, normalized=False, special=False)])
     for part in generator_for(model).embedding_parts(model):
@@ -101,8 +97,6 @@ def ensure_generation_ids(model, tokenizer) -> None:
 
 def save_generator(model, tokenizer, path: str | Path) -> Path:
     """An ordinary HF checkpoint + tokenizer, written atomically (a killed save leaves no complete-looking dir)."""
-    from ecqg.core.io import atomic_path
-
     with atomic_path(path) as tmp:
         model.save_pretrained(tmp)
         if tokenizer is not None:          # a rule-based generator has none

@@ -4,12 +4,12 @@ that holds it, replace the answer by a wh-phrase of its named-entity type, and m
 the answer opens the clause.
 
 Why it exists: on 2 CPU cores the neural generators the repository can train (a MiniLM prefix LM, a few hundred
-steps) write questions that are mostly not about their passage (20-46% of their answers occur in it, ~13% repeat a
+steps) write questions that are mostly not about their passage (few of their answers occur in it; many repeat a
 word back to back), so a pre-training verdict on them measures noise. A cloze question is answerable from its
 passage by construction (its answer is a span of it), never repeats a word the passage does not, and a conditioned
 one asks about its entity by construction (the entity stays in the question; the answer is another span of a
 sentence that mentions it). What it is not: fluent or abstractive. It copies the passage's wording (its
-passage-word rate is near 1, real questions ~0.7), which makes a question easier to match lexically than a real one.
+passage-word rate is near 1, above real questions'), which makes a question easier to match lexically than a real one.
 
 Conditioning is the paper's: an unconditioned question may ask about any span of the passage; a conditioned one
 must keep its conditioning entity (the passage's least-attended, stage 01) in the question. Both sample answers and
@@ -31,8 +31,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
-from ecqg.qg.entities import find_mention
+from tqdm.auto import tqdm
+
+from ecqg.qg.entities import find_mention, reference_key
 from ecqg.qg.generators import Generator, register
+from ecqg.runtime.models import load_spacy
 
 CONFIG_FILE = "cloze.json"
 VERSION = 1   # bump when a rule changes what a question looks like (it names the sampling journal)
@@ -77,8 +80,6 @@ class ClozeModel:
     config: ClassVar[None] = None         # no transformers config (the other architectures' ``handles`` read one)
 
     def nlp(self):
-        from ecqg.runtime.models import load_spacy
-
         return load_spacy(self.spacy_ref)
 
     def save_pretrained(self, out: str | Path) -> None:
@@ -260,10 +261,6 @@ class Cloze(Generator):
         """Records in the neural sampler's schema (:func:`ecqg.qg.sampling.generate_questions`) plus
         ``answer_start``; ``sample_score`` is None (no model scores them). Seeded per input (its passage and
         entity), so a record does not depend on which other inputs are in the batch."""
-        from tqdm.auto import tqdm
-
-        from ecqg.qg.entities import reference_key
-
         generator = "con" if conditioned else "uncon"
         nlp = model.nlp()
         records: list[dict] = []

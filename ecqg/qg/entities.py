@@ -9,11 +9,15 @@ the wh-phrase ("which team"), pronouns and stop-word-only chunks never. Triples 
 from __future__ import annotations
 
 import logging
+import random
 import re
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
+from tqdm.auto import tqdm
+
 from ecqg.data.text import entity_key
+from ecqg.runtime.models import load_spacy
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +84,6 @@ def select_entities(triples: Sequence[Mapping[str, Any]], passages: Mapping[str,
     question's NER or None). ``passages`` maps passage id -> ``{"title", "text"}``. Questions go through one
     ``nlp.pipe`` (the lemmatizer is off: noun chunks need the parser and tagger only, labels need NER).
     """
-    from tqdm.auto import tqdm
-
-    from ecqg.runtime.models import load_spacy
-
     nlp = load_spacy(disable=("lemmatizer",))
     results: list[dict | None] = []
     counts: Counter = Counter()
@@ -109,8 +109,6 @@ def select_entities(triples: Sequence[Mapping[str, Any]], passages: Mapping[str,
 def split_heldout(triples: Sequence[Mapping[str, Any]], n: int, *, seed: int) -> tuple[list, list]:
     """``(train, heldout)``: whole passages drawn at random until ``n`` triples are held out, so no held-out passage
     is seen in training (SQuAD has several questions per paragraph)."""
-    import random
-
     by_passage: dict[str, list] = {}
     for t in triples:
         by_passage.setdefault(t["passage_id"], []).append(t)

@@ -19,7 +19,7 @@ from ecqg.core.registry import Registry
 # Registry name -> the module that defines (and registers) it, imported on first use. ``qg.architecture`` names
 # one that builds from an encoder-only checkpoint; a checkpoint that already is a generator names its own.
 BUILTIN = {
-    "prefix_lm": "ecqg.qg.prefix_lm",     # source and target in one pre-trained BERT (UniLM-style): the offline default
+    "prefix_lm": "ecqg.qg.prefix_lm",     # source and target in one pre-trained BERT (UniLM-style)
     "bert2bert": "ecqg.qg.seq2seq",       # an encoder-decoder warm start from one BERT (Rothe et al. 2020)
     "seq2seq": "ecqg.qg.seq2seq",         # a seq2seq checkpoint as shipped (the paper's BART, T5)
     "cloze": "ecqg.qg.cloze",             # rule-based cloze translation (Lewis et al. 2019): no weights, no training

@@ -10,8 +10,8 @@ next-token prediction instead of UniLM's masked target tokens.
 One sequence per example, ``[CLS] source [SEP] [CLS] target`` (token types 0 for the source, 1 for the target),
 predicting ``target [SEP]``. The attention mask follows from the token types: source tokens see the whole source
 (bidirectional, as the encoder was pre-trained); target tokens see the source and the target tokens up to themselves.
-The LM head is computed only at target positions (over a 30k vocabulary on every source position it would double
-the cost of a step). Generation keeps a key/value cache: the source is encoded once, then one token per step.
+The LM head is computed only at target positions (a 30k-vocabulary projection at every source position would be
+wasted work). Generation keeps a key/value cache: the source is encoded once, then one token per step.
 """
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from transformers import BertLMHeadModel, DynamicCache, LogitsProcessorList, TopPLogitsWarper
+from transformers import (AutoConfig, BertLMHeadModel, DataCollatorForTokenClassification, DynamicCache,
+                          LogitsProcessorList, TopPLogitsWarper)
 from transformers.modeling_outputs import CausalLMOutput
 
 from ecqg.qg.generators import Generator, register
+from ecqg.runtime.models import from_pretrained, resolve_model
 
 ARCHITECTURE = "BertPrefixLM"
 SOURCE, TARGET = 0, 1   # token types
@@ -131,8 +133,6 @@ def top_k_top_p_probs(logits: torch.Tensor, top_k: int, top_p: float) -> tuple[t
     same distribution as transformers' ``TopKLogitsWarper`` followed by ``TopPLogitsWarper`` (tests check)."""
     top_logits, top_ids = logits.topk(min(top_k, logits.shape[-1]), dim=-1)   # descending
     if top_p < 1:   # transformers' own nucleus cut, applied to the (rows, k) logits: a warper needs no vocabulary
-        from transformers import TopPLogitsWarper
-
         top_logits = TopPLogitsWarper(top_p)(None, top_logits)
     return torch.softmax(top_logits, -1), top_ids
 
@@ -140,7 +140,7 @@ def top_k_top_p_probs(logits: torch.Tensor, top_k: int, top_p: float) -> tuple[t
 def _sample_top_k_top_p(logits: torch.Tensor, top_k: int, top_p: float, generator: torch.Generator | None
                         ) -> torch.Tensor:
     """One token per row, drawn among the k best only. Why: a draw over the whole vocabulary (30k exponentials per
-    row, and a full sort for top-p) was 40% of the time of a sampling step (2.4x the steps/s without it)."""
+    row, and a full sort for top-p) is a large share of a sampling step."""
     probs, ids = top_k_top_p_probs(logits, top_k, top_p)
     return ids.gather(1, torch.multinomial(probs, 1, generator=generator)).squeeze(1)
 
@@ -148,8 +148,6 @@ def _sample_top_k_top_p(logits: torch.Tensor, top_k: int, top_p: float, generato
 def from_encoder(path: str, **overrides: Any) -> BertPrefixLM:
     """A prefix LM warm-started from an encoder checkpoint (BERT family); its LM head's transform starts untrained
     unless the checkpoint has one (``bert-base-uncased`` does, the bundled sentence encoder does not)."""
-    from transformers import AutoConfig
-
     config = AutoConfig.from_pretrained(path, **overrides)
     if config.model_type != "bert":
         raise ValueError(f"the prefix-LM generator needs a BERT-family encoder, got model_type {config.model_type!r} "
@@ -178,14 +176,10 @@ class PrefixLMGenerator(Generator):
 
     @classmethod
     def load(cls, ref: str, config, **overrides: Any) -> BertPrefixLM:
-        from ecqg.runtime.models import from_pretrained
-
         return from_pretrained(BertPrefixLM, ref, **overrides)
 
     @classmethod
     def from_encoder(cls, ref: str, tokenizer, **overrides: Any) -> BertPrefixLM:
-        from ecqg.runtime.models import resolve_model
-
         return from_encoder(resolve_model(ref), **overrides)
 
     @classmethod
@@ -199,8 +193,6 @@ class PrefixLMGenerator(Generator):
     @classmethod
     def collator(cls, model, tokenizer):
         """Pads; a prefix LM's labels are as long as its inputs and padded with them (-100)."""
-        from transformers import DataCollatorForTokenClassification
-
         return DataCollatorForTokenClassification(tokenizer, label_pad_token_id=-100, padding=True)
 
     @classmethod

@@ -4,9 +4,11 @@ found in the passage, duplicates; and side-by-side views."""
 from __future__ import annotations
 
 import logging
+import random
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
+from ecqg.qg import wellformed
 from ecqg.qg.entities import mentions, reference_key
 
 log = logging.getLogger(__name__)
@@ -20,8 +22,9 @@ def _norm(text: str) -> str:
 def passage_word_rate(question: str, passage: str, entity: str | None = None) -> float | None:
     """Share of the question's content words (spaCy's English stop words and the entity's own words left out) that
     occur in the passage; None when none is left. Why: BLEU against one or two references cannot tell a question
-    about the passage from a fluent generic one; a question written from the passage reuses its words (the held-out
-    gold questions: ~0.6 to 0.7 on the mini data), a passage-independent language model does not."""
+    about the passage from a fluent generic one; a question written from the passage reuses its words, a
+    passage-independent language model does not."""
+    # spaCy's stop-word list imports spaCy itself; only the passage-word rate needs it
     from spacy.lang.en.stop_words import STOP_WORDS
 
     skip = set(STOP_WORDS) | (set(_norm(entity).split()) if entity else set())
@@ -40,6 +43,7 @@ def _mean(values: Iterable[float | None]) -> float | None:
 def question_scores(hypotheses: Sequence[str], references: Sequence[str | Sequence[str]]) -> dict[str, float]:
     """Corpus BLEU-4 (sacrebleu, lowercased: the bundled tokenizer is uncased) and mean ROUGE-L F (stemmed, best
     reference), both on a 0-100 scale. Each hypothesis has one reference or a list of them (any number)."""
+    # sacrebleu and rouge_score (nltk, absl) load only to score; the GPU image that samples has neither
     import sacrebleu
     from rouge_score import rouge_scorer
 
@@ -113,8 +117,7 @@ def evaluate_generator(records: Sequence[Mapping[str, Any]], references: Mapping
 def side_by_side(uncon: Sequence[Mapping[str, Any]], con: Sequence[Mapping[str, Any]],
                  passages: Mapping[str, Mapping[str, str]], *, n: int = 10, seed: int = 0):
     """A table (pandas DataFrame) of up to ``n`` random passages with both generators' first kept sample."""
-    import random
-
+    # pandas only for this table, and it is not on the torch+transformers-only GPU image
     import pandas as pd
 
     first_uncon: dict[str, Mapping] = {}
@@ -158,7 +161,7 @@ def set_measures(records: Sequence[Mapping[str, Any]], text_of: Mapping[str, str
     ``answer_in_passage``: the normalised answer occurs in the passage; ``about_entity``: a conditioned question
     mentions its entity (:func:`ecqg.qg.entities.mentions`) or asks for it (its answer is the entity); ``repeated_word``: :func:`has_repeated_word`;
     ``duplicate``: the normalised question repeats an earlier one of the set; ``words``: mean length;
-    ``passage_word_rate``: :func:`passage_word_rate`'s mean (real questions: ~0.6-0.7 on the mini data). With a
+    ``passage_word_rate``: :func:`passage_word_rate`'s mean. With a
     spaCy pipeline ``nlp``, also :func:`ecqg.qg.wellformed.measures` (``fragment``, ``wh_type_agrees``) on a random
     sample of :data:`WELLFORMED_SAMPLE` questions drawn with ``seed`` (``checked`` says how many)."""
     n = len(records)
@@ -181,10 +184,6 @@ def set_measures(records: Sequence[Mapping[str, Any]], text_of: Mapping[str, str
            "passage_word_rate": _mean(passage_word_rate(r["question"], text_of[str(r["passage_id"])], r.get("entity"))
                                       for r in records)}
     if nlp is not None and records:
-        import random
-
-        from ecqg.qg import wellformed
-
         sample = random.Random(seed).sample(list(records), min(WELLFORMED_SAMPLE, n))
         out.update(wellformed.measures([r["question"] for r in sample], [r.get("answer") or "" for r in sample], nlp))
     return out

@@ -4,9 +4,9 @@ tokens.
 
 A run given a ``journal`` folder appends each finished batch's records there and, started again, takes the batches
 it finds instead of sampling them: because a batch's samples depend only on its inputs and seed, the resumed run's
-records are the uncut run's, in the same order. Why: the study samples ~127,000 questions in one stage (hours on 2
-CPU cores), the paper profile ~17M (a day of GPU time); a run cut by the end of a session or a preempted job would
-otherwise start its sampling again from the first batch.
+records are the uncut run's, in the same order. Why: the study and paper profiles sample all their questions in one
+long stage; a run cut by the end of a session or a preempted job would otherwise start its sampling again from the
+first batch.
 """
 
 from __future__ import annotations
@@ -20,10 +20,18 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+import torch
+from tqdm.auto import tqdm
+
+from ecqg.core.errors import DataFormatError
+from ecqg.qg.architectures import load_generator, save_generator
 from ecqg.qg.entities import mentions
 from ecqg.qg.format import format_source, parse_target, relexicalise
 from ecqg.qg.generators import generator_for
 from ecqg.data.text import entity_key
+from ecqg.runtime import parallel
+from ecqg.runtime.models import inference
+from ecqg.runtime.parallel import MODEL_DIR, block
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +50,6 @@ def read_journal(folder: str | Path | None) -> dict[str, dict]:
     """The batches a cut sampling run finished: batch seed -> ``{"records", "drops"}``, from every ``*.jsonl`` in
     ``folder`` (one per process; a run with another process count reads them all: its batches are the same). Only
     a file's last line may be cut short (the process was killed while writing it); it is ignored."""
-    from ecqg.core.errors import DataFormatError
-
     done: dict[str, dict] = {}
     if folder is None or not Path(folder).is_dir():
         return done
@@ -94,11 +100,6 @@ def generate_questions(model, tokenizer, inputs: Sequence[Mapping[str, Any]], *,
     records then carry ``entity_via_placeholder``. ``autocast`` (``auto``, ``bfloat16``, ``float16`` or None for
     float32): the forward passes under autocast (:func:`ecqg.runtime.models.inference`); the sampling itself is float32.
     """
-    import torch
-    from tqdm.auto import tqdm
-
-    from ecqg.runtime.models import inference
-
     generator = "con" if marking else "uncon"
     if samples < 1 or batch_size < 1:
         raise ValueError(f"samples and batch_size must be >= 1, got {samples} and {batch_size}")
@@ -181,9 +182,6 @@ def generate_in_processes(model, tokenizer, inputs: Sequence[Mapping[str, Any]],
     """:func:`generate_questions` split over ``processes`` torchrun workers (:mod:`ecqg.runtime.parallel`; started
     with ``launcher_args``), whole batches each, so the samples are the single process's; with one process it is
     :func:`generate_questions` itself."""
-    from ecqg.runtime import parallel
-    from ecqg.qg.architectures import save_generator
-
     if parallel.processes(processes) <= 1:
         return generate_questions(model, tokenizer, inputs, progress=progress, **sampling)
     with parallel.job_directory("generate") as job_dir:
@@ -198,11 +196,6 @@ def generate_in_processes(model, tokenizer, inputs: Sequence[Mapping[str, Any]],
 def generate_part(job: Mapping[str, Any], rank: int, world: int, job_dir) -> dict:
     """One torchrun worker of a split sampling run (:mod:`ecqg.runtime.parallel`): whole batches of its block, so each
     batch, and its seed, is the one a single process samples."""
-    from pathlib import Path
-
-    from ecqg.runtime.parallel import MODEL_DIR, block
-    from ecqg.qg.architectures import load_generator
-
     inputs, settings = job["inputs"], job["settings"]
     lo, hi = block(len(inputs), settings["batch_size"], rank, world)
     if lo == hi:

@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+from transformers import AutoModelForSeq2SeqLM, DataCollatorForSeq2Seq, EncoderDecoderModel
+
 from ecqg.qg.generators import Generator, register
+from ecqg.runtime.models import from_pretrained, resolve_model
 
 # A checkpoint's shipped generation config (facebook/bart-large: num_beams 4, no_repeat_ngram_size 3, early stopping)
 # is for summarisation-style beam search; the paper samples questions with top-k / top-p, one sequence per sample.
@@ -37,10 +41,6 @@ class Seq2SeqGenerator(Generator):
 
     @classmethod
     def load(cls, ref: str, config, **overrides: Any):
-        from transformers import AutoModelForSeq2SeqLM
-
-        from ecqg.runtime.models import from_pretrained
-
         return from_pretrained(AutoModelForSeq2SeqLM, ref, **overrides)
 
     @classmethod
@@ -57,8 +57,6 @@ class Seq2SeqGenerator(Generator):
     @classmethod
     def collator(cls, model, tokenizer):
         """Pads; labels padded with -100, from which the model makes its ``decoder_input_ids``."""
-        from transformers import DataCollatorForSeq2Seq
-
         return DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100, padding=True)
 
     @classmethod
@@ -68,8 +66,6 @@ class Seq2SeqGenerator(Generator):
     @classmethod
     def sample(cls, model, tokenizer, enc, seed: int, *, top_k: int, top_p: float, samples: int,
                max_new_tokens: int):
-        import torch
-
         torch.manual_seed(seed)
         out = model.generate(**enc, do_sample=True, top_k=top_k, top_p=top_p, num_return_sequences=samples,
                              max_new_tokens=max_new_tokens, output_logits=True, return_dict_in_generate=True,
@@ -94,18 +90,10 @@ class Bert2BertGenerator(Seq2SeqGenerator):
 
     @classmethod
     def load(cls, ref: str, config, **overrides: Any):
-        from transformers import EncoderDecoderModel
-
-        from ecqg.runtime.models import from_pretrained
-
         return from_pretrained(EncoderDecoderModel, ref, **overrides)
 
     @classmethod
     def from_encoder(cls, ref: str, tokenizer, **overrides: Any):
-        from transformers import EncoderDecoderModel
-
-        from ecqg.runtime.models import resolve_model
-
         path = resolve_model(ref)
         kwargs = {f"{part}_{k}": v for k, v in overrides.items() for part in ("encoder", "decoder")}
         model = EncoderDecoderModel.from_encoder_decoder_pretrained(path, path, **kwargs)
@@ -130,6 +118,7 @@ class Bert2BertGenerator(Seq2SeqGenerator):
 def configure_bert2bert(model, tokenizer) -> None:
     """Set a BERT2BERT's special ids: decoder starts with [CLS], stops at [SEP], pads with [PAD] (model config,
     decoder config and generation config), as Rothe et al. / the HF BERT2BERT recipe do."""
+    # circular at load: architectures fills its registry at import, which imports this module
     from ecqg.qg.architectures import ensure_generation_ids
 
     start = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ecqg.qg.generators import generator_for
+from ecqg.runtime.hf_training import train_with_checkpoints
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +43,6 @@ def train_generator(model, tokenizer, examples: Sequence[Mapping[str, str]], out
                     settings: Mapping[str, Any], *, seed: int, source_max_length: int = 256,
                     target_max_length: int = 64, progress: bool = True) -> dict:
     """Train in place through :func:`ecqg.runtime.hf_training.train_with_checkpoints` (checkpoints, resume)."""
-    from ecqg.runtime.hf_training import train_with_checkpoints
-
     dataset = QGDataset(examples, tokenizer, model, source_max_length=source_max_length,
                         target_max_length=target_max_length)
     log.info("QG training: %d examples (%d sources truncated at %d tokens)", len(dataset),

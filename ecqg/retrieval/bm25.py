@@ -7,8 +7,8 @@ Index layout follows pyserini's prebuilt ``wikipedia-dpr`` index: a JsonCollecti
 ``contents = title + "\\n" + text``, indexed with positions and document vectors. Storing the raw JSON as well
 (``store_raw=True``, as the prebuilt index does) lets :meth:`BM25Searcher.passage` give back title and text without
 holding the corpus in memory (psgs_w100 is 21M passages), but it is off by default: Lucene loads each hit's stored
-document to read its id, and with the raw JSON in the stored-fields blocks that made k=100 search about 4.5x slower
-(measured: 400 NQ questions, 13k passages, one thread: 6.2 s with raw, 1.3 s without).
+document to read its id, and with the raw JSON in the stored-fields blocks that made k=100 search several times
+slower.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ def _run_anserini_indexer(collection_dir: Path, index_dir: Path, threads: int, o
                           store_raw: bool) -> None:
     """Run Anserini's IndexCollection in this process's JVM (saves a JVM start; errors surface as JavaException)."""
     require_java()
+    # pyserini's Lucene side runs in the JVM: loaded only once Java is checked
     from pyserini.pyclass import autoclass
 
     args = ["-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
@@ -89,6 +90,7 @@ def _run_anserini_indexer(collection_dir: Path, index_dir: Path, threads: int, o
 def index_doc_count(index_dir: str | Path) -> int:
     """Number of documents Lucene holds in ``index_dir``."""
     require_java()
+    # pyserini's Lucene side runs in the JVM: loaded only once Java is checked
     from pyserini.index.lucene import IndexReader
 
     return int(IndexReader(str(index_dir)).stats()["documents"])
@@ -137,6 +139,7 @@ class BM25Searcher:
 
     def __init__(self, index_dir: str | Path, k1: float = DEFAULT_K1, b: float = DEFAULT_B):
         require_java()
+        # pyserini's Lucene side runs in the JVM: loaded only once Java is checked
         from pyserini.search.lucene import LuceneSearcher
 
         self.index_dir = Path(index_dir)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ecqg.retrieval.loader import StepInputs
+from ecqg.retrieval.loader import StepInputs, length_buckets
 from ecqg.retrieval.retriever import Retriever
 from ecqg.retrieval.train_data import Batch
 
@@ -123,8 +123,6 @@ class ContrastiveStep:
     def inputs(self, batch: Batch) -> StepInputs:
         """A :class:`Batch` laid out as the step runs it (chunks, length buckets or one tensor per side), on the
         device: what the trainer's loader builds in its workers, made here for a batch given directly."""
-        from ecqg.retrieval.loader import length_buckets
-
         if self.chunk_size or not self.length_bucket_size:
             queries = self._tokenized("query", batch, self.chunk_size)
             passages = self._tokenized("passage", batch, self.chunk_size)

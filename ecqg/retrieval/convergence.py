@@ -1,10 +1,10 @@
 """Fine-tuning to convergence: snapshots at fixed points, validated; a patience rule over epochs; the best one kept.
 
-Why: a fine-tuning of a fixed, short length (the study's 25 steps) compares starting points, not converged models, and
+Why: a fine-tuning of a fixed, short length (the study's former 25 steps) compares starting points, not converged models, and
 the paper fine-tunes every variant to convergence on its target task (40 epochs). The rule here is the same for every
 variant, and only held-out validation decides:
 
-* a **snapshot** is taken at every epoch end and at the extra ``snapshot_steps`` (e.g. 25, today's study length); each
+* a **snapshot** is taken at every epoch end and at the extra ``snapshot_steps`` (e.g. 25, the study's former fixed length); each
   is validated (by the pool validation, or the caller's ``validate``: in the pipeline, the held-out gold
   questions retrieved over the whole corpus) and the caller may keep what it needs from it (a curve over steps);
 * **patience**: training stops after ``patience`` epoch ends in a row without a strictly better ``select_metric``

@@ -36,8 +36,12 @@ import torch
 from tqdm.auto import tqdm
 
 from ecqg.core.io import atomic_path, write_json
+from ecqg.data.records import read_corpus
 from ecqg.retrieval.faiss_index import INDEX_FILE, build_index, index_rows, load_index, search
+from ecqg.retrieval.retriever import load_retriever
+from ecqg.runtime import parallel
 from ecqg.runtime.models import inference
+from ecqg.runtime.parallel import MODEL_DIR, block
 from ecqg.retrieval.tokenized_corpus import TokenizedCorpus
 from ecqg.retrieval.tokens import tokenize_threads
 
@@ -162,8 +166,6 @@ def _checked_slice(it: Iterator[Mapping], start: int, end: int, total: int, labe
 
 def count_passages(path: str | Path) -> int:
     """Number of passages in a corpus file, streamed (O(1) memory): the ``total`` that every shard worker needs."""
-    from ecqg.data.records import read_corpus
-
     return sum(1 for _ in read_corpus(path))
 
 
@@ -369,8 +371,6 @@ def encode_corpus(model, corpus: str | Path, out_dir: str | Path, total: int, *,
                          prefetch)
         del matrix
     else:
-        from ecqg.runtime import parallel
-
         del matrix
         with parallel.job_directory("encode") as job_dir:
             model.save(job_dir / parallel.MODEL_DIR)
@@ -387,8 +387,6 @@ def encode_corpus(model, corpus: str | Path, out_dir: str | Path, total: int, *,
 def _corpus_source(model, corpus: str | Path, tokenized: str | Path | None, total: int):
     """The tokenised corpus (checked against the model and ``total``) or the corpus text, streamed."""
     if tokenized is None:
-        from ecqg.data.records import read_corpus
-
         return read_corpus(corpus)
     source = TokenizedCorpus(tokenized, model)
     if len(source) != total:
@@ -399,9 +397,6 @@ def _corpus_source(model, corpus: str | Path, tokenized: str | Path | None, tota
 
 def encode_part(job: Mapping, rank: int, world: int, job_dir: Path) -> list[str]:
     """One torchrun worker of :func:`encode_corpus`: whole chunks of its block into its rows of the shared file."""
-    from ecqg.runtime.parallel import MODEL_DIR, block
-    from ecqg.retrieval.retriever import load_retriever
-
     model = load_retriever(Path(job_dir) / MODEL_DIR)
     rows = block(job["total"], job["chunk_size"], rank, world)
     matrix = np.load(job["matrix"], mmap_mode="r+", allow_pickle=False)
@@ -515,8 +510,6 @@ def _index_for(model, source, batch_size: int, kind: str, progress: bool, index_
         ids, vectors = load_shards(source)
     else:
         if isinstance(source, (str, Path)):
-            from ecqg.data.records import read_corpus
-
             source = read_corpus(source)
         ids, vectors = encode_passages(model, source, batch_size=batch_size, progress=progress)
     ids, vectors = index_rows(ids, vectors)

@@ -34,6 +34,7 @@ def _gpu_available() -> bool:
 
 
 def _torch_sees_a_gpu() -> bool:
+    # torch only to ask whether a GPU is there: the index code itself is torch-free
     import torch
 
     return torch.cuda.is_available()

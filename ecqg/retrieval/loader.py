@@ -26,6 +26,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
+from ecqg.retrieval.tokens import tokenize_threads
 from ecqg.retrieval.train_data import _negative_picks, epoch_batches
 
 
@@ -159,8 +160,6 @@ def default_workers(device: torch.device) -> int:
     the cores are the compute."""
     if device.type != "cuda":
         return 0
-    from ecqg.retrieval.tokens import tokenize_threads
-
     return max(1, min(4, tokenize_threads()))
 
 

@@ -4,11 +4,9 @@ passage gets K vectors instead of one [CLS] vector, so one vector need not hold 
 * Passage: K learned code vectors ``m_i``; passage vector ``v_i = sum_n softmax_n(m_i . h_n) h_n`` over the last
   layer's hidden states ``h_n`` of the passage encoder. Attended tokens (the paper does not say; ``attend``):
   ``content`` = the title's and the text's word pieces of ``[CLS] title [SEP] text [SEP]``, or ``all`` = every
-  non-padding token, [CLS] and [SEP] included. Measured with the bundled MiniLM (study profile, 200 held-out gold
-  questions searched over the 7,000-passage corpus, own passage at top 1): ``all`` makes very short passages hubs,
-  because their pooled vector is mostly [CLS] / [SEP] states that any [CLS] query vector resembles (untrained
-  0.9%, fine-tuned 4.7%, one two-word passage the top 1 of 235 of 2,939 NQ test questions), ``content`` does not
-  (untrained 11.3%; DPR untrained 23.6%). Checkpoints saved before the option existed load as ``all``. Codes start
+  non-padding token, [CLS] and [SEP] included. ``all`` makes very short passages hubs, because their pooled vector
+  is mostly [CLS] / [SEP] states that any [CLS] query vector resembles (with the bundled MiniLM one two-word passage
+  came first for many NQ test questions); ``content`` does not. Checkpoints saved before the option existed load as ``all``. Codes start
   as random normal vectors with the encoder's initializer range (BERT: 0.02) from a seeded generator, so codes
   start distinct and the run is reproducible (the paper does not say either; ParlAI's poly-encoder also learns codes
   from a random start; a collapse of the codes shows in their similarity, which the analyses report).

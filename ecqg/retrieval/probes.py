@@ -174,6 +174,7 @@ def moved_sentence_scores(model, pairs: Sequence[Mapping], batch_size: int = 64,
                           progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(front, end) scores of each pair's question against its two passage versions with the retriever's own
     retrieval score (DPR: dot product of [CLS] vectors), encoded as at retrieval time."""
+    # dense brings torch and FAISS; the probe sets and buckets (read by analysis) import without them
     from ecqg.retrieval.dense import encode_passages, encode_queries
 
     if not pairs:

@@ -43,6 +43,7 @@ class TermWeights:
     vocabulary (``tests/test_pseudo_queries.py`` checks the idf equals ``fit``'s)."""
 
     def __init__(self, texts: Iterable[str]):
+        # scikit-learn (for its analyzer) loads only when idf is counted
         from sklearn.feature_extraction.text import TfidfVectorizer
 
         analyze = TfidfVectorizer(lowercase=True, stop_words="english", token_pattern=_WORD.pattern).build_analyzer()

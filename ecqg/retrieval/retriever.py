@@ -40,6 +40,7 @@ from ecqg.core.io import atomic_path
 from ecqg.core.registry import Registry
 from ecqg.core.choices import RETRIEVERS
 from ecqg.retrieval.tokens import passage_features
+from ecqg.runtime.models import from_pretrained
 
 CONFIG_FILE = "retriever.json"
 LEGACY_CONFIG_FILE = "bi_encoder.json"      # models saved before the registry: always a bi-encoder
@@ -129,9 +130,8 @@ class Retriever(torch.nn.Module):
     def from_base(cls, ref: str, **settings: Any) -> "Retriever":
         """Both encoders from one checkpoint (``ref``: hub id, directory or ``bundled:minilm``); ``settings`` are the
         config's fields, anything else goes to ``from_pretrained`` (e.g. ``attn_implementation="eager"``)."""
+        # transformers loads when an encoder is built or loaded, not for the --help of every stage importing this
         from transformers import AutoConfig, AutoModel, AutoTokenizer
-
-        from ecqg.runtime.models import from_pretrained
 
         fields = {f.name for f in dataclasses.fields(cls.config_class)} - {"base_model"}
         chosen = {**cls.new_defaults, **{k: v for k, v in settings.items() if k in fields}}
@@ -159,6 +159,7 @@ class Retriever(torch.nn.Module):
     @classmethod
     def load(cls, directory: str | Path, **model_kwargs) -> "Retriever":
         """Load what :meth:`save` wrote (``model_kwargs``: e.g. ``attn_implementation="eager"`` to read attentions)."""
+        # transformers loads when an encoder is built or loaded
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
         directory = Path(directory)

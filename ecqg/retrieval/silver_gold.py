@@ -23,6 +23,7 @@ def with_silver_gold(questions: Sequence[Mapping], bm25_run: Mapping[str, Sequen
                      corpus: Iterable[Mapping], depth: int = 100) -> tuple[list[dict], dict[str, int]]:
     """``questions`` with ``gold_ids`` filled where they were empty, and counts (``annotated``, ``silver``,
     ``none``). ``corpus`` is streamed once and only the passages the run names for those questions are kept."""
+    # evaluation brings pyserini (through data.text)
     from ecqg.retrieval import evaluation
 
     need = [q for q in questions if not q.get("gold_ids")]

@@ -1,9 +1,8 @@
 """The corpus tokenised once for every dense encoding of a profile: a memory-mapped Arrow dataset (Hugging Face
 ``datasets``), written by stage ``tokenize_corpus`` and read by every ``retrieve_*`` stage.
 
-Why: a profile encodes its corpus once per trained retriever, replicate and dose (mini 15 times, the paper profile
-over 20), always with the base model's tokenizer and passage length, and at 21M passages each tokenisation is hours
-of host time on one thread. Here it is done once, by ``datasets.map`` over the host's cores (as Tevatron
+Why: a profile encodes its corpus once per trained retriever, replicate and dose, always with the base model's
+tokenizer and passage length, and at 21M passages each tokenisation on one thread is slow. Here it is done once, by ``datasets.map`` over the host's cores (as Tevatron
 pre-tokenises), into Arrow files that are memory-mapped, not loaded: an encoder reads its chunk as a zero-copy
 slice, and a torchrun worker starts at its first row instead of reading the corpus up to it.
 
@@ -23,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ecqg.core.io import atomic_path
+from ecqg.data.records import read_corpus
 from ecqg.retrieval.tokens import ATTENTION_MASK, passage_features, tokenizer_fingerprint
 
 log = logging.getLogger(__name__)
@@ -31,8 +31,6 @@ CARD, DATASET = "tokenized.json", "dataset"
 
 
 def _corpus_rows(path: str):
-    from ecqg.data.records import read_corpus
-
     for p in read_corpus(path):
         yield {"id": str(p["id"]), "title": p.get("title") or "", "text": p["text"]}
 
@@ -46,11 +44,13 @@ def tokenize_corpus(corpus: str | Path, tokenizer, max_length: int, out_dir: str
                     num_proc: int | None = None, progress: bool = True) -> dict:
     """Write ``out_dir/dataset`` (columns ``id``, ``input_ids``, and ``token_type_ids`` where the tokenizer gives
     them) and ``out_dir/tokenized.json``, atomically; returns the figures of the run."""
+    # datasets and pyarrow are not on the torch+transformers-only GPU image (gpu_check then tokenises in memory)
     import datasets
     import pyarrow.compute as pc
 
     if not progress:
         datasets.disable_progress_bars()
+    # config builds the params schema at import; only the core count is wanted here
     from ecqg.core.config import host_cores
 
     num_proc = max(1, num_proc or host_cores())
@@ -89,6 +89,7 @@ class TokenizedCorpus:
     """A tokenised corpus opened for one retriever (checked against it); rows in corpus order."""
 
     def __init__(self, directory: str | Path, model):
+        # datasets is not on the torch+transformers-only GPU image
         import datasets
 
         self.directory = Path(directory)
@@ -102,6 +103,7 @@ class TokenizedCorpus:
             raise ValueError(f"{self.directory / DATASET}: {len(self.dataset)} rows, {CARD} says {self.card['rows']}")
 
     def _check(self, model) -> None:
+        # retriever brings torch: tokenising the corpus runs without it
         from ecqg.retrieval.retriever import Retriever
 
         where = self.directory / CARD

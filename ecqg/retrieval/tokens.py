@@ -19,11 +19,15 @@ import itertools
 import json
 import logging
 import os
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
+
+from ecqg.core.io import atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +40,10 @@ def tokenize_threads(processes: int | None = None) -> int:
     ``LOCAL_WORLD_SIZE`` processes share them, or ``processes`` when given: 1 when the others wait for this one),
     one left for the loop feeding the device.
 
-    Why: one tokenizer thread gave 2,200 bert-base passages/s on an H100 host while the GPU encodes 7,300
-    (``bench/gpu_check.py``, 27 Nov 2026); ``TOKENIZERS_PARALLELISM`` stays false (``ecqg/core/env.py``) because the
+    Why: one tokenizer thread cannot keep up with a GPU's encoding (``bench/gpu_check.py`` measures both);
+    ``TOKENIZERS_PARALLELISM`` stays false (``ecqg/core/env.py``) because the
     tokenizer's own threads do not survive the forks of torchrun and DataLoader workers, so the split is ours."""
+    # config builds the params schema at import; only the core count is wanted here
     from ecqg.core.config import host_cores
 
     sharing = processes if processes is not None else int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
@@ -94,6 +99,7 @@ class TokenStore:
         """``{key: LongTensor (len(rows), longest)}``: the tensors :func:`ecqg.retrieval.retriever.pad_features`
         makes of ``features(rows)`` (same keys in the same order, pad id for ``input_ids``, 0 elsewhere, the mask
         ones over each text), built by whole-array gathers instead of a Python loop over rows."""
+        # torch only for batches: tokenising and the token caches run without it
         import torch
 
         rows = np.asarray(rows, dtype=np.int64)
@@ -172,8 +178,6 @@ class TrainingTokens:
     def from_arrays(cls, questions: TokenStore, passages: TokenStore, positive_rows: np.ndarray,
                     negative_offsets: np.ndarray, negative_values: np.ndarray) -> "TrainingTokens":
         """Tokens made elsewhere (``bench/bench_loader.py`` builds them at the paper's shapes without a tokenizer)."""
-        from types import SimpleNamespace
-
         out = cls.__new__(cls)
         out._set(questions, passages, SimpleNamespace(positive_rows=np.asarray(positive_rows, dtype=np.int64),
                                                       negative_offsets=np.asarray(negative_offsets, dtype=np.int64),
@@ -290,10 +294,6 @@ def _write_shared(model, rows: "_RecordRows", directory: Path, identity: dict, t
     """Each process tokenises its share of the questions and passages into ``.<key>.part-<rank>``; after a barrier
     rank 0 joins the parts in order into the cache (the same ids one process would have written) and removes them;
     a second barrier, and every process reads the cache."""
-    import shutil
-
-    from ecqg.core.io import atomic_path
-
     if barrier is None:
         raise ValueError("tokenising a share per process needs the processes' barrier")
     part = directory.parent / f".{directory.name}.part-{rank}"
@@ -318,8 +318,6 @@ def _write_shared(model, rows: "_RecordRows", directory: Path, identity: dict, t
 def _write_cache(directory: Path, identity: dict, questions: TokenStore, passages: TokenStore) -> None:
     """``questions.arrow`` and ``passages.arrow`` (Arrow IPC files, one record batch of ``large_list`` columns), then
     the card; a directory another process completed first is kept."""
-    from ecqg.core.io import atomic_path
-
     if (directory / CACHE_CARD).is_file():
         return
     directory.parent.mkdir(parents=True, exist_ok=True)
@@ -337,6 +335,7 @@ def _write_cache(directory: Path, identity: dict, questions: TokenStore, passage
 
 
 def _write_store(path: Path, store: TokenStore) -> None:
+    # pyarrow only for the on-disk token cache; it is not on the torch+transformers-only GPU image
     import pyarrow as pa
 
     offsets = pa.array(store.offsets, type=pa.int64())
@@ -350,6 +349,7 @@ def _write_store(path: Path, store: TokenStore) -> None:
 def _read_store(path: Path) -> TokenStore:
     """A store written by :func:`_write_store`, memory-mapped: its arrays are views of the file (read-only), shared
     through the page cache by every process that reads it."""
+    # pyarrow only for the on-disk token cache
     import pyarrow as pa
 
     batch = pa.ipc.open_file(pa.memory_map(str(path), "r")).get_batch(0)

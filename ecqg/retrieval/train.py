@@ -71,13 +71,15 @@ import random
 import shutil
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
-from ecqg.core.io import complete_checkpoints, remove_directory, write_json, write_jsonl
+from ecqg.core.io import atomic_path, complete_checkpoints, remove_directory, write_json, write_jsonl
 from ecqg.retrieval import convergence
 from ecqg.retrieval import loader, train_memory
 from ecqg.retrieval.contrastive import ContrastiveStep, EncoderModule, GradientReducer
@@ -86,6 +88,7 @@ from ecqg.core.train_config import AUTO, TrainConfig
 from ecqg.retrieval.tokens import TrainingTokens, tokenize_threads
 from ecqg.retrieval.train_data import check_records, data_fingerprint, epoch_batches
 from ecqg.retrieval.validation import evaluate_biencoder
+from ecqg.runtime.hf_training import fresh_accelerator_state, resolve_mixed_precision
 
 log = logging.getLogger(__name__)
 
@@ -174,12 +177,9 @@ def _param_groups(module: torch.nn.Module, weight_decay: float) -> list[dict]:
 
 def make_accelerator(config: TrainConfig):
     """The Accelerator training expects (also picks up `accelerate launch` / torchrun settings from the env)."""
-    from datetime import timedelta
-
+    # accelerate is not on the torch+transformers-only GPU image (gpu_check skips training there)
     from accelerate import Accelerator
     from accelerate.utils import DataLoaderConfiguration, DistributedDataParallelKwargs, InitProcessGroupKwargs
-
-    from ecqg.runtime.hf_training import fresh_accelerator_state, resolve_mixed_precision
 
     precision = resolve_mixed_precision(config.mixed_precision)
     fresh_accelerator_state(precision)
@@ -214,6 +214,7 @@ class _Trainer:
 
     # --- setup --------------------------------------------------------------------------------------------------
     def _setup(self, resume: bool) -> _Progress:
+        # accelerate and transformers load when training is set up
         from accelerate.utils import set_seed
         from transformers import get_linear_schedule_with_warmup
 
@@ -376,8 +377,6 @@ class _Trainer:
 
     def _snapshot(self, prog: _Progress, epoch_end: bool) -> dict:
         """Validate a snapshot; an epoch end that beats every earlier one is saved as ``<output>/best/``."""
-        from ecqg.core.io import atomic_path
-
         out: dict = {}
         metrics = self._validate(prog.step)       # every process takes part; the main one decides
         if self.acc.is_main_process:
@@ -405,8 +404,6 @@ class _Trainer:
         return stop
 
     def run(self, resume: bool) -> list[dict]:
-        from tqdm.auto import tqdm
-
         prog = self._setup(resume)
         self._log_hard_negative_shortfall()
         bar = tqdm(total=self.total_steps, initial=prog.step, desc="train DPR", dynamic_ncols=True,

@@ -14,9 +14,8 @@ The estimate (bytes) is ``static + per_token x tokens``:
 * ``tokens``: what one graph holds: without GradCache every query and passage of the per-device batch, each padded
   to the longest text of the training set (a batch never pads further); with GradCache the larger side's chunk.
 
-Against the committed H100 run (``bench/results/gpu_check_h100_2026-11-27_all_sections.json``: bert-base, bf16, 128
-questions + 256 passages padded to about 32 / 160 pieces) it gives 39.6 GB for a measured 32.7 GB without GradCache and
-12.1 GB for 11.5 GB at chunk 64: on the safe side. A device is taken to hold ``FILL`` of its memory.
+Checked against the committed H100 gpu_check run (``bench/results/``), with GradCache and without, the estimate
+lies above the measured peak: on the safe side. A device is taken to hold ``FILL`` of its memory.
 """
 
 from __future__ import annotations
@@ -88,6 +87,7 @@ def resolve_chunk(model, shape: Shape, memory_bytes: int | None) -> tuple[int | 
 
 def device_memory(device) -> int | None:
     """Total memory of a CUDA device in bytes; None elsewhere."""
+    # torch only to read the device's memory: the planning above is torch-free
     import torch
 
     if getattr(device, "type", str(device)) != "cuda" or not torch.cuda.is_available():

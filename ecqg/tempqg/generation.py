@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any, Mapping, Sequence
 
 from ecqg.core.schemes import TEMPQG
-from ecqg.qg.format import SEPARATOR
+from ecqg.qg.format import SEPARATOR, build_examples
 
 
 def templated(passage: Mapping[str, str], template: str) -> dict[str, str]:
@@ -30,8 +30,6 @@ def training_examples(triples: Sequence[Mapping[str, Any]], passages: Mapping[st
     """``[{"id", "source", "target", "passage_id", "template"}]``: each gold triple with its question's template
     (``templates[i]`` belongs to ``triples[i]``), the passage window cropped around the answer as for the
     unconditioned generator."""
-    from ecqg.qg.format import build_examples
-
     if len(templates) != len(triples):
         raise ValueError(f"{len(triples)} triples but {len(templates)} templates")
     keyed, rows = {}, []

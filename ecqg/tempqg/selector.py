@@ -52,8 +52,10 @@ def select(model, passages: Sequence[Mapping], templates: Sequence[str], k: int 
            autocast: str | None = None) -> np.ndarray:
     """``(len(passages), k)``: the indices of the ``k`` best templates for each passage, best first (the
     retriever's own score: the best code for Poly-DPR)."""
+    # torch loads when templates are selected; the template code imports without it
     import torch
 
+    # dense brings FAISS, kept out for the same reason
     from ecqg.retrieval import dense
 
     _, vectors = dense.encode_passages(model, template_documents(templates), batch_size=batch_size, progress=False,

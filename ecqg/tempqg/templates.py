@@ -25,6 +25,10 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
+from rapidfuzz import process
+from rapidfuzz.distance import Indel
+
+from ecqg.runtime.models import load_spacy
 
 BLANK = "_"
 REPRESENTATIVES = ("shortest", "second_shortest")
@@ -51,6 +55,7 @@ def entity_document_frequency(entities: Iterable[str], passages: Iterable[str], 
     """How many of ``passages`` contain each entity as a word sequence (case-insensitive); scikit-learn's
     ``CountVectorizer`` over the entities' own n-grams, streamed over the passages. An entity of more than
     ``max_words`` words counts 0 (specific)."""
+    # scikit-learn loads only to count document frequencies
     from sklearn.feature_extraction.text import CountVectorizer
 
     keys = {entity: " ".join(_words(entity)) for entity in dict.fromkeys(entities)}
@@ -82,8 +87,6 @@ def blank_entities(question: str, spans: Sequence[tuple[int, int]], specific: Se
 def ner_labels() -> tuple[str, ...]:
     """Every label the bundled spaCy NER predicts: templates blank specific entities of any kind (dates and numbers
     too, which :data:`ecqg.data.text.ENTITY_TYPES` leaves out of the conditioning candidates)."""
-    from ecqg.runtime.models import load_spacy
-
     return tuple(load_spacy().get_pipe("ner").labels)
 
 
@@ -91,6 +94,7 @@ def extract_templates(questions: Sequence[str], passages: Iterable[str], min_df:
                       nlp_batch_size: int = 64) -> tuple[list[str], dict[str, int]]:
     """Each question's raw template and the document frequency of every entity seen (spaCy NER through
     :func:`ecqg.data.text.analyze`, every label, every occurrence)."""
+    # data.text brings pyserini; this module imports without it
     from ecqg.data.text import analyze
 
     if min_df < 1:
@@ -107,9 +111,6 @@ def extract_templates(questions: Sequence[str], passages: Iterable[str], min_df:
 def cluster_templates(raw: Sequence[str], threshold: float = 0.75,
                       representative: str = "shortest") -> Templates:
     """Cluster the raw templates (see the module docstring) and pick each cluster's template."""
-    from rapidfuzz import process
-    from rapidfuzz.distance import Indel
-
     if not 0 < threshold <= 1:
         raise ValueError(f"threshold must be in (0, 1], got {threshold!r}")
     if representative not in REPRESENTATIVES:
@@ -171,8 +172,6 @@ def candidates(templates: Templates, min_size: int) -> list[int]:
 
 def similarity(a: str, b: str) -> float:
     """The clustering's similarity of two templates: normalised Indel over their lower-cased words."""
-    from rapidfuzz.distance import Indel
-
     return float(Indel.normalized_similarity(_words(a), _words(b)))
 
 
