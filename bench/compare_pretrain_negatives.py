@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from ecqg.core import config
-from ecqg.pipeline import dense
+from ecqg.stages import dpr_training as dense
 from ecqg.retrieval.train import train_biencoder
 from ecqg.retrieval.train_data import split_records
 from ecqg.retrieval.validation import evaluate_biencoder

@@ -624,7 +624,7 @@ def sampling(s: dict, tokenizer, passages: list[dict], paper: dict, fallbacks: d
 
 def reading(s: dict, tokenizer, passages: list[dict], paper: dict) -> dict:
     """Questions/s of the round-trip reader with a RoBERTa-base-sized extractive reader (vocabulary 50,265), called
-    as stage 03 calls ``predict`` (``ecqg.pipeline.synthetic.read``): ``mrc``'s lengths, and its batch and autocast
+    as stage 03 calls ``predict`` (``ecqg.stages.filtering.read``): ``mrc``'s lengths, and its batch and autocast
     (``mrc.predict_batch_size``, ``mrc.autocast``) where the profile has them, else ``predict``'s defaults."""
     from transformers import RobertaConfig, RobertaForQuestionAnswering
 

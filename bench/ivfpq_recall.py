@@ -37,8 +37,8 @@ def main() -> int:
 
     from ecqg.core import config, paths, settings
     from ecqg.core.device import host
-    from ecqg.pipeline import located
-    from ecqg.pipeline.results import load_passage_texts
+    from ecqg.stages import located
+    from ecqg.stages.results import load_passage_texts
     from ecqg.retrieval import faiss_index
     from ecqg.retrieval.dense import encode_queries
     from ecqg.retrieval.evaluation import hit_matrix

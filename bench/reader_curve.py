@@ -26,7 +26,7 @@ from pathlib import Path
 from ecqg.core import config, settings
 from ecqg.core.device import cpu_name
 from ecqg.filtering import build_mrc_model, evaluate_mrc
-from ecqg.pipeline import synthetic as sp
+from ecqg.stages import filtering as sp
 
 KEEP = ("has_ans_f1", "has_ans_exact", "no_answer_accuracy", "f1", "exact")
 

@@ -138,7 +138,7 @@ def _mixing() -> dict:
     from ecqg.core import config, paths, variants
     from ecqg.filtering import mixing
     from ecqg.core.io import read_jsonl
-    from ecqg.pipeline import synthetic as sp
+    from ecqg.stages import mixing as sp
     from ecqg.retrieval.bm25 import BM25Searcher
 
     params = config.load()
@@ -163,7 +163,7 @@ def _tempqg_templates() -> dict:
     clustering."""
     from ecqg.core import config, paths
     from ecqg.data.dpr import read_dpr_retriever_json
-    from ecqg.pipeline.tempqg import build_templates, corpus_texts
+    from ecqg.stages.tempqg import build_templates, corpus_texts
 
     s = config.load_settings()
     train = [{"question": r["question"]} for r in read_dpr_retriever_json(paths.TRAIN_GOLD_DPR)]

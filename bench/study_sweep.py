@@ -74,7 +74,7 @@ def input_digests(root: Path) -> dict[str, str]:
     so that calls whose sweeps are summarized together can be checked to have trained on the same data."""
     import hashlib
 
-    from ecqg.stages.input_digest import digest
+    from ecqg.stages.input_test_set import digest
 
     digests = {}
     for name in DATA_FILES:
@@ -97,7 +97,7 @@ def export_sets(out: Path) -> None:
     rebuild is exact (byte for byte); titles, ids, scores and answers stay."""
     from ecqg.core import config
     from ecqg.core.io import read_json, write_text
-    from ecqg.pipeline.common import passages_by_id
+    from ecqg.stages.common import passages_by_id
 
     params = config.load("params.yaml")
     passages = passages_by_id()
@@ -127,7 +127,7 @@ def rebuilt_sets(exported: Path) -> dict[str, bytes]:
     from ecqg.data.dpr import write_dpr_retriever_json
     from ecqg.core.errors import DataFormatError
     from ecqg.core.io import read_json
-    from ecqg.pipeline.common import passages_by_id
+    from ecqg.stages.common import passages_by_id
 
     sets = read_json(exported, dict, "an object with the exported synthetic sets")
     if set(sets.get("sets", {})) != set(PRETRAINED):
@@ -161,7 +161,7 @@ def pack(out: Path, sets: Path | None = None) -> None:
 
     from ecqg.core import config, settings
     from ecqg.runtime.models import resolve_model
-    from ecqg.pipeline.located import moved_pairs
+    from ecqg.stages.located import moved_pairs
 
     params = config.load("params.yaml")
     s = settings.of(params)
@@ -408,17 +408,17 @@ def job_params(params: dict, spec: dict, workdir: Path, encode_batch: int) -> di
 
 
 def job(workdir: Path, spec: dict, encode_batch: int, sets: list[str]) -> None:
-    """One pre-training or fine-tuning through ``ecqg.pipeline.dense`` (stage 05's own calls), then its test runs
+    """One pre-training or fine-tuning through ``ecqg.stages.dpr_training`` (stage 05's own calls), then its test runs
     (``retrieve_all``) reduced to first-hit ranks; written to ``results/<name>.json``."""
     os.chdir(workdir)
     sys.path.insert(1, str(workdir / "site"))
     from ecqg.core import config, device, paths, settings
     from ecqg.retrieval import evaluation
     from ecqg.core.io import read_jsonl
-    from ecqg.pipeline import dense, finetune_validation, located
-    from ecqg.pipeline.retrieve_dense import retrieve_all
-    from ecqg.pipeline.results import load_passage_texts
-    from ecqg.stages import setup_logging
+    from ecqg.stages import dpr_training as dense, finetune_validation, located
+    from ecqg.stages.retrieve_dense import retrieve_all
+    from ecqg.stages.results import load_passage_texts
+    from ecqg.core.logs import setup_logging
 
     setup_logging()
     s = settings.of(job_params(config.load("params.yaml"), spec, workdir, encode_batch))
@@ -633,7 +633,7 @@ def slice_figures(sweep: dict, masks: dict[str, dict]) -> dict:
 
     from ecqg.retrieval import evaluation
     from ecqg.analysis import mechanism, tables
-    from ecqg.pipeline import mechanism as mp
+    from ecqg.stages import mechanism as mp
 
     runs, seeds, ks = seeded_runs(sweep), sweep["seeds"], (1, 5, 20)
     questions = [{"id": i} for i in sweep["question_ids"]["nq"]]
@@ -679,7 +679,7 @@ def slices(paths_: list[Path], entity_model: bool) -> dict:
 
     from ecqg.core import config, settings
     from ecqg.analysis import mechanism
-    from ecqg.pipeline import mechanism as mp
+    from ecqg.stages import mechanism as mp
 
     params = config.load("params.yaml")
     s = settings.of(params)

@@ -239,6 +239,6 @@ def smoke_tiny_params(repo: Path, bert: Path) -> dict:
     # (measured, bf16 and float32 alike; 32 wide: ~20), where the filters and mixing.total need 48
     params["qg"]["train"].update(max_steps=SMOKE_QG_STEPS, lr=3.0e-3, checkpoint_every=SMOKE_QG_STEPS // 2)
     # the cloze UnCon has no weights: TempQG's prefix LM starts from this random BERT and trains the qg steps plus
-    # its own (ecqg.pipeline.tempqg.train_generator), at the same rate
+    # its own (ecqg.stages.tempqg.train_generator), at the same rate
     params["tempqg"]["train"].update(lr=3.0e-3)
     return config.validate(params, "smoke on tiny models")

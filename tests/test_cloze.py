@@ -90,7 +90,7 @@ def test_it_builds_saves_and_loads_through_the_registry(tmp_path):
 
 
 def test_the_pipeline_samples_it_without_training(tmp_path, monkeypatch):
-    from ecqg.pipeline import question_generation as stage
+    from ecqg.stages import question_generation as stage
 
     monkeypatch.chdir(tmp_path)
     from ecqg.core import settings

@@ -101,7 +101,7 @@ def test_corpus_validation_finds_held_out_answers_and_keeps_the_curve_runs(token
     """The pipeline's validation: held-out questions retrieved over the corpus plus their own positives (answer
     hits), and the test sets' runs of each snapshot over the corpus alone."""
     from ecqg.core.io import write_jsonl
-    from ecqg.pipeline.finetune_validation import corpus_validator, curve_step_dir
+    from ecqg.stages.finetune_validation import corpus_validator, curve_step_dir
     from ecqg.retrieval.run_files import read_run
 
     monkeypatch.chdir(tmp_path)
@@ -121,8 +121,8 @@ def test_corpus_validation_finds_held_out_answers_and_keeps_the_curve_runs(token
                            passage_max_length=64, finetune=mini.dpr.finetune.replace(curve_probe_passages=5))
     held = records(4)                                   # positives p0..p3: not in the corpus, added for validation
     from ecqg.core import paths
-    from ecqg.pipeline.finetune_curve import curve_gaps
-    from ecqg.pipeline.finetune_validation import CURVE_DIR
+    from ecqg.stages.finetune_curve import curve_gaps
+    from ecqg.stages.finetune_validation import CURVE_DIR
 
     curve = paths.model_dir("baseline", 0) / CURVE_DIR              # where stage 05 keeps the first seed's curve
     validate = corpus_validator(dpr, data, retrieval, 0, held, curve)
@@ -135,7 +135,7 @@ def test_corpus_validation_finds_held_out_answers_and_keeps_the_curve_runs(token
     probe = json.loads((curve_step_dir(curve, 7) / "moved_sentence.json").read_text())
     assert probe["question_ids"] == ["t2"] and len(probe["gaps"]) == 1
     validate(tiny_biencoder(tokenizer, dropout=0.0), 9)
-    from ecqg.pipeline.finetune_curve import gap_table
+    from ecqg.stages.finetune_curve import gap_table
 
     read = curve_gaps(["baseline"], 0)                              # what notebook 07 reads back
     assert sorted(read) == ["dpr_baseline@7", "dpr_baseline@9"] and all(len(g) == 1 for g in read.values())

@@ -72,7 +72,7 @@ def test_hybrid_stage_fuses_bm25_with_each_seed_and_names_its_runs(tmp_path, mon
     from pathlib import Path
 
     from ecqg.core import config, paths, settings
-    from ecqg.pipeline import hybrid
+    from ecqg.stages import hybrid
     from ecqg.retrieval.run_files import read_run, write_run
 
     monkeypatch.setattr(paths, "RUNS", tmp_path / "runs")

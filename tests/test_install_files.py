@@ -93,7 +93,7 @@ def test_the_slurm_example_runs_make_repro_bare_on_one_task():
 def test_the_collective_timeout_is_a_setting_every_trainer_gets():
     from ecqg.core import config, settings
 
-    def train_config(params, phase="finetune"):     # what stage 05 gives the trainer (pipeline.dense)
+    def train_config(params, phase="finetune"):     # what stage 05 gives the trainer (stages.dpr_training)
         s = settings.of(params)
         return getattr(s.dpr, phase).train_config(s.seed, s.collective_timeout_minutes)
 

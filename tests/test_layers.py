@@ -1,6 +1,6 @@
 """The package shows its architecture and is layered: the root holds the rooms, not loose modules; the core imports
-only the core; entry points (stages, the repository's machinery, report) -> the pipeline layer -> the research rooms
-and the runtime -> the core, with no import going up a layer, no import cycle anywhere in ``ecqg`` (function-level
+only the core; the stages (one room: a module per DVC stage) -> the report's sections and the repository's
+machinery -> the research rooms and the runtime -> the core, with no import going up a layer, no import cycle anywhere in ``ecqg`` (function-level
 imports included) and none between rooms. docs/design.md, "Code layout", describes the same layers."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from ecqg.tooling.code_deps import REPO, closure  # noqa: E402
 from ecqg.tooling.code_deps import imports as _imports  # noqa: E402
 from ecqg.tooling.code_deps import module_file as _module_file  # noqa: E402
 
-ENTRY = ("ecqg.stages", "ecqg.tooling", "ecqg.report")
-PIPELINE = ("ecqg.pipeline",)
+STAGES = ("ecqg.stages",)
+MIDDLE = ("ecqg.tooling", "ecqg.report")     # the notebook runner and the page sections sit below the stages
 # The core: what every module may import and what imports nothing outside itself: paths and files, errors, process
 # set-up, the device policy, params (and the names params may give: the variant table, the retrieval choices, the
 # training settings among them). No model, torch-heavy or data code.
@@ -38,9 +38,9 @@ def _modules() -> list[str]:
 
 
 def _layer(module: str) -> int:
-    if module.startswith(ENTRY):
+    if module.startswith(STAGES):
         return 2
-    if module.startswith(PIPELINE):
+    if module.startswith(MIDDLE):
         return 1
     return 0
 
@@ -57,7 +57,7 @@ def import_graph() -> nx.DiGraph:
 
 def test_no_import_goes_up_a_layer():
     upward = [f"{a} -> {b}" for a, b in import_graph().edges if _layer(b) > _layer(a)]
-    assert not upward, "imports going up a layer (library -> pipeline -> entry points):\n" + "\n".join(upward)
+    assert not upward, "imports going up a layer (library -> report, tooling -> stages):\n" + "\n".join(upward)
 
 
 def test_the_core_imports_only_the_core():
@@ -106,11 +106,11 @@ def test_modules_stay_the_size_of_one_idea():
 
 
 # The analysis room (ecqg/analysis): statistics, attention measures, mechanism slices, figures of the analysis
-# notebooks. Who may import it: itself, the pipeline's analysis steps, the report and the entry points; nothing in the
+# notebooks. Who may import it: itself, the analysis stages, the report and the notebook runner; nothing in the
 # library below. And no stage but the analysis stages (01, 06, 07, report) may reach it through its imports: a stage
 # depends on every module it imports, so otherwise an edit to a statistic would rerun a training.
 ANALYSIS = "ecqg.analysis"
-MAY_IMPORT_ANALYSIS = (ANALYSIS, "ecqg.pipeline", "ecqg.report", "ecqg.stages", "ecqg.tooling.notebook")
+MAY_IMPORT_ANALYSIS = (ANALYSIS, "ecqg.report", "ecqg.stages", "ecqg.tooling.notebook")
 ANALYSIS_STAGES = ("attention_bias", "results", "mechanism", "report")
 
 

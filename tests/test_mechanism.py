@@ -10,7 +10,7 @@ from transformers import AutoTokenizer, BertConfig, BertModel
 
 from ecqg.retrieval import probes
 from ecqg.analysis import mechanism, tables
-from ecqg.pipeline import mechanism as mp
+from ecqg.stages import mechanism as mp
 from ecqg.core.errors import DataFormatError
 from ecqg.runtime.models import resolve_model
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig

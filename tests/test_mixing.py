@@ -87,13 +87,13 @@ def test_the_mixing_stage_passes_require_total():
     import inspect
     import json
 
-    from ecqg.pipeline import synthetic
+    from ecqg.stages import mixing
 
     notebook = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "04_mixing.ipynb").read_text())
     code = "".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
     assert "sp.mix_replicate(seed, s.mixing, s.seed, test_keys)" in code
     assert re.search(r"mix\.build_sets\([^)]*require_total=mixing\.require_total",
-                     inspect.getsource(synthetic.mix_replicate))
+                     inspect.getsource(mixing.mix_replicate))
 
 
 def test_pools_must_hold_their_own_generator():

@@ -98,7 +98,7 @@ def _trained_tiny_bart(tokenizer, tmp_path):
 
 
 def test_two_processes_sample_the_questions_of_one(tokenizer, workdir):
-    from ecqg.pipeline import question_generation
+    from ecqg.stages import question_generation
     from tests.test_qg import sampling_settings
 
     model, tok = _trained_tiny_bart(tokenizer, workdir)
@@ -166,7 +166,7 @@ def test_two_processes_run_a_training_stage_as_one(tokenizer, workdir):
     within one Adam step (lr)."""
     from ecqg.core import config, settings
     from ecqg.data.dpr import write_dpr_retriever_json
-    from ecqg.pipeline import dense as stage
+    from ecqg.stages import dpr_training as stage
     from ecqg.core.variants import set_path
 
     base = workdir / "tiny-bert"

@@ -424,7 +424,7 @@ def test_killed_training_resumes_from_its_last_checkpoint(smoke_repo):
 
 
 def test_capped_analyses_take_a_seeded_random_subset_in_order():
-    from ecqg.pipeline.common import subset
+    from ecqg.stages.common import subset
 
     items = [f"p{i}" for i in range(100)]
     chosen = subset(items, 10, seed=2022, purpose="analysis")

@@ -18,7 +18,7 @@ import yaml
 
 from ecqg.core import config, settings
 from ecqg.tooling import dag
-from ecqg.pipeline import results
+from ecqg.stages import results
 
 REPO = Path(__file__).resolve().parents[1]
 DVC = shutil.which("dvc", path=str(Path(sys.executable).parent)) or "dvc"

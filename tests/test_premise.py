@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from ecqg.analysis.attention import select_entities
-from ecqg.pipeline import premise
+from ecqg.stages import premise
 
 
 def _entities():
@@ -63,7 +63,7 @@ def test_runs_give_an_interval_and_one_model_its_units():
     coin = out["dpr_baseline"]["sum"]["lowest_second_half"]      # a fair coin per passage: p against 50%, not 0
     assert coin["null"] == 50.0 and coin["low"] < 50 < coin["high"] and coin["p"] > 0.05
 
-    from ecqg.report.premise_page import verdict
+    from ecqg.stages.premise import verdict
 
     assert verdict(probe, 0.0, 1.0) == "holds"
     assert verdict({"low": -3.0, "high": -1.0}, 0.0, -1.0) == "holds"

@@ -69,7 +69,7 @@ def test_prepare_reads_the_published_formats(paper_like):
 
 @pytest.mark.parametrize("pool", ["corpus", "all"])
 def test_the_synthetic_pool_adds_the_passages_the_corpus_cut_left_out(paper_like, pool):
-    from ecqg.pipeline.common import passages_by_id, pool_passages
+    from ecqg.stages.common import passages_by_id, pool_passages
 
     params = yaml.safe_load((paper_like / "params.yaml").read_text())
     every = [p["id"] for p in read_corpus(params["data"]["corpus"])]

@@ -95,7 +95,7 @@ def test_hard_negatives_skip_the_positive_and_its_title():
 
 
 def test_the_m_sweep_searches_every_entry_of_a_small_pool_and_a_seeded_sample_of_a_large_one():
-    from ecqg.pipeline.pseudo import sweep_sample
+    from ecqg.stages.pseudo_queries import sweep_sample
 
     assert sweep_sample(800, 20_000, 2022) == list(range(800))        # mini's and the study's pools: all, in order
     sample = sweep_sample(1_000_000, 20_000, 2022)
@@ -106,7 +106,7 @@ def test_the_m_sweep_searches_every_entry_of_a_small_pool_and_a_seeded_sample_of
 def test_rsm_sentences_split_over_processes_are_the_one_process_sentences(monkeypatch):
     import ecqg.data.text
     from ecqg.core import config
-    from ecqg.pipeline import pseudo
+    from ecqg.stages import pseudo_queries as pseudo
 
     ids = ["a", "b", "c", "a"]
     one = pseudo.sentence_texts(PASSAGES, ids)

@@ -278,7 +278,7 @@ def test_the_stage_journal_is_named_by_the_weights_and_dropped_with_the_checkpoi
     import torch
 
     from ecqg.core import paths
-    from ecqg.pipeline import question_generation
+    from ecqg.stages import question_generation
 
     model, tokenizer = tiny
     monkeypatch.chdir(tmp_path)
@@ -430,7 +430,7 @@ def test_a_finished_generator_survives_the_removal_of_the_stage_outputs(tmp_path
     import torch
 
     from ecqg.core import config, paths, settings
-    from ecqg.pipeline import question_generation
+    from ecqg.stages import question_generation
 
     params = config.load(config.write_profile("smoke", tmp_path / "params.yaml", Path("params").resolve()))
     params["qg"]["train"].update(max_steps=3, checkpoint_every=2, batch_size=2)

@@ -38,13 +38,13 @@ def test_measures_on_sets_with_known_answers():
 
 
 def test_the_filter_chain_is_measured_set_by_set(monkeypatch):
-    from ecqg.pipeline import synthetic
+    from ecqg.stages import mixing
 
-    monkeypatch.setattr(synthetic, "passages_by_id", lambda ids: {p: {"title": p, "text": TEXT[p]} for p in ids})
+    monkeypatch.setattr(mixing, "passages_by_id", lambda ids: {p: {"title": p, "text": TEXT[p]} for p in ids})
     decisions = ([{**r, "id": f"g{i}", "generator": "con", "decision": "kept"} for i, r in enumerate(GOOD)]
                  + [{**r, "id": f"b{i}", "generator": "uncon", "decision": "rejected", "stage": 1}
                     for i, r in enumerate(BAD)])
-    quality = synthetic.question_quality(decisions, {"Mixed set": GOOD}, GOOD, seed=0, samples=2)
+    quality = mixing.question_quality(decisions, {"Mixed set": GOOD}, GOOD, seed=0, samples=2)
     rows = {(r["set"], r["stage"]): r for r in quality["rows"]}
     assert rows[("uncon", "generated")]["questions"] == 3 and ("uncon", "after hardness (stage 2)") not in rows
     assert rows[("con", "after hardness (stage 2)")]["misses"] == []
@@ -78,12 +78,12 @@ def test_every_results_page_shows_the_questions_beside_the_verdicts(tmp_path):
 
 
 def test_real_questions_whose_passage_the_corpus_lacks_are_left_out_of_the_reference(monkeypatch):
-    from ecqg.pipeline import synthetic
+    from ecqg.stages import mixing
 
-    monkeypatch.setattr(synthetic, "passages_by_id", lambda ids: {p: {"title": p, "text": TEXT[p]} for p in ids
+    monkeypatch.setattr(mixing, "passages_by_id", lambda ids: {p: {"title": p, "text": TEXT[p]} for p in ids
                                                                   if p in TEXT})
     outside = {"question": "who?", "answer": "x", "passage_id": "not-in-the-corpus"}
-    quality = synthetic.question_quality([], {}, GOOD + [outside], seed=0)
+    quality = mixing.question_quality([], {}, GOOD + [outside], seed=0)
     (row,) = quality["rows"]
     assert row["set"] == "real questions" and row["questions"] == len(GOOD)
 

@@ -4,7 +4,7 @@ least-attended entity, a control of the same size from the same passages, and ne
 import pytest
 
 from ecqg.core.errors import DataFormatError
-from ecqg.pipeline.real_questions import ANSWER, MENTION, least_attended_match, select
+from ecqg.stages.real_questions import ANSWER, MENTION, least_attended_match, select
 
 TEXT = "Rollo led the Normans from Denmark to Normandy in 911, and Charles III granted them land near Rouen."
 

@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from ecqg import report
+from ecqg.stages import report
 from ecqg.analysis import tables
-from ecqg.pipeline import finetune_curve
-from ecqg.pipeline import mechanism as mp
+from ecqg.stages import finetune_curve
+from ecqg.stages import mechanism as mp
 from ecqg.report.fine_tuning import render_curve, render_mechanism_curve, render_training_runs, training_runs
 
 N, DEPTH, STEPS = 60, 20, (25, 180, 360)

@@ -3,7 +3,8 @@ over the curve, runs that disagree left "not shown", and the figure drawn from t
 
 import json
 
-from ecqg.report import dose, evidence, render_results
+from ecqg.report import dose, evidence
+from ecqg.stages.report import render_results
 
 SEEDS = (2022, 2023, 2024, 2025, 2026)
 

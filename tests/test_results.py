@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 
 from ecqg.core import settings, variants
-from ecqg.pipeline import results
+from ecqg.stages import results
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -57,7 +57,7 @@ def test_the_papers_systems_train_with_every_seed_and_the_related_ones_with_rela
     identity leaves both seed lists out (adding a seed must not orphan another run's checkpoints). The first
     study's lists: three seeds, one for the related system's retrievers."""
     from ecqg.core import config
-    from ecqg.pipeline import dense, hybrid
+    from ecqg.stages import dpr_training as dense, hybrid
 
     study = config.preset("study", REPO / "params")
     study["dpr"].update(seeds=[2022, 2023, 2024], variants="all")
@@ -78,8 +78,8 @@ def test_the_papers_systems_train_with_every_seed_and_the_related_ones_with_rela
 def test_07_scores_table3s_rows_and_probes_its_dense_ones_with_every_seed():
     """07's systems are Table 3's (no list of its own); the moved-sentence probe loads each dense row's seed runs."""
     from ecqg.core import config
-    from ecqg.pipeline import hybrid
-    from ecqg.pipeline import mechanism as mp
+    from ecqg.stages import hybrid
+    from ecqg.stages import mechanism as mp
 
     study = config.preset("study", REPO / "params")
     study["dpr"].update(seeds=[2022, 2023, 2024], variants="all")     # the first study's seeds, every variant

@@ -38,7 +38,7 @@ def missing_code_deps() -> dict[str, list[str]]:
 def test_import_closure_helper_follows_function_level_and_relative_imports():
     files = {str(f.relative_to(REPO)) for f in closure({"ecqg.stages.retrieve_dense"})}
     # retrieve_all imports ecqg.retrieval.dense inside the function; ecqg/__init__ runs ecqg/core/env.py
-    assert {"ecqg/retrieval/dense.py", "ecqg/pipeline/retrieve_dense.py", "ecqg/pipeline/dense.py",
+    assert {"ecqg/retrieval/dense.py", "ecqg/stages/retrieve_dense.py", "ecqg/stages/dpr_training.py",
             "ecqg/__init__.py", "ecqg/core/env.py",
             "ecqg/stages/__init__.py", "ecqg/stages/retrieve_dense.py"} <= files
 
@@ -57,9 +57,9 @@ def test_dvc_yaml_is_what_the_dag_writer_makes():
 def test_a_room_stands_for_all_its_modules_and_other_folders_only_when_whole(tmp_path):
     pkg = tmp_path / "ecqg"
     for rel in ("__init__.py", "a.py", "retrieval/__init__.py", "retrieval/x.py", "retrieval/y.py",
-                "pipeline/__init__.py", "pipeline/p.py", "pipeline/q.py"):
+                "stages/__init__.py", "stages/p.py", "stages/q.py"):
         (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
         (pkg / rel).write_text("")
-    files = {pkg / "a.py", pkg / "retrieval" / "x.py", pkg / "pipeline" / "p.py", pkg / "pipeline" / "__init__.py"}
-    assert code_deps.minimal_cover(files, tmp_path) == ["ecqg/a.py", "ecqg/pipeline/__init__.py", "ecqg/pipeline/p.py",
-                                                  "ecqg/retrieval"]
+    files = {pkg / "a.py", pkg / "retrieval" / "x.py", pkg / "stages" / "p.py", pkg / "stages" / "__init__.py"}
+    assert code_deps.minimal_cover(files, tmp_path) == ["ecqg/a.py", "ecqg/retrieval", "ecqg/stages/__init__.py",
+                                                  "ecqg/stages/p.py"]

@@ -39,7 +39,7 @@ def test_select_jobs_adds_the_pretrainings_and_refuses_unknown_names():
 def test_no_curve_turns_off_the_curve_runs_and_nothing_that_trains(tmp_path):
     from ecqg.core import config, settings
 
-    def train_config(params, phase, seed):          # what stage 05 gives the trainer (pipeline.dense)
+    def train_config(params, phase, seed):          # what stage 05 gives the trainer (stages.dpr_training)
         s = settings.of(params)
         return getattr(s.dpr, phase).train_config(seed, s.collective_timeout_minutes)
 

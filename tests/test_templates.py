@@ -126,7 +126,7 @@ def test_the_selector_trains_on_passage_template_pairs_and_saves_and_loads(tmp_p
                         "top2": round(float(np.mean((chosen == np.array(templates.of_question)[:, None]).any(1))),
                                       4)}
     # the pipeline measures the selector at the precision it chooses templates with (dpr.encode.autocast)
-    from ecqg.pipeline import tempqg as stage
+    from ecqg.stages import tempqg as stage
 
     used, real_select = [], selector.select
 

@@ -5,7 +5,7 @@ import pytest
 
 from ecqg.core.errors import DataFormatError
 from ecqg.filtering import check_generated
-from ecqg.pipeline.tempqg import one_per_entry, write_set
+from ecqg.stages.tempqg import one_per_entry, write_set
 from ecqg.qg.format import SEPARATOR, format_source
 from ecqg.tempqg.generation import as_tempqg, sampling_inputs, templated, training_examples
 from ecqg.tempqg.templates import Templates, adherence, candidates
@@ -83,7 +83,7 @@ def test_a_set_too_small_to_pretrain_on_is_refused_before_any_search():
 def test_a_pretraining_sequence_joins_its_phases_figures():
     """Luo et al.'s recipe pre-trains on RSM, then on TempQG: one history, steps counted on, each entry's set named."""
     from ecqg.core import variants
-    from ecqg.pipeline import dense
+    from ecqg.stages import dpr_training as dense
 
     assert variants.get("poly_rsm_tempqg").pretrain == ("rsm", "tempqg") and variants.get("mixed").pretrain == ("mixed",)
     assert dense.is_pretrained_variant("poly_rsm_tempqg") and dense.is_pretrained_variant("tempqg")
@@ -121,8 +121,9 @@ def test_tempqg_filters_by_its_own_first_rule_where_a_profile_sets_one(monkeypat
     prefix LM's questions rarely pass the reader); null keeps stage 03's. The reader is not run for a rule that does
     not read, and the funnel names the rule that ran."""
     from ecqg.core import config, settings
-    from ecqg.pipeline import synthetic as sp
-    from ecqg.pipeline import tempqg as stage
+    from ecqg.stages import filtering as sp
+    from ecqg.stages import mixing
+    from ecqg.stages import tempqg as stage
 
     mini, smoke = settings.of(config.preset("mini")), settings.of(config.preset("smoke"))
     assert (stage.stage1_rule(mini.tempqg, mini.filtering), mini.filtering.stage1) == ("answer_in_passage",
@@ -134,7 +135,7 @@ def test_tempqg_filters_by_its_own_first_rule_where_a_profile_sets_one(monkeypat
 
     monkeypatch.setattr(sp, "read", no_reader)
     monkeypatch.setattr(sp, "stage2", lambda kept, passages, filtering, dpr, progress=True: (kept, [], {}, {}))
-    monkeypatch.setattr(sp, "test_question_keys", lambda test_sets: set())
+    monkeypatch.setattr(mixing, "test_question_keys", lambda test_sets: set())
     records = [{"id": "t1", "passage_id": "p1", "question": "Which river flows through Lyon?", "answer": "The Rhone",
                 "generator": "tempqg", "entity": None, "template": "which river flows through _?"},
                {"id": "t2", "passage_id": "p2", "question": "Who founded Apple?", "answer": "Steve Jobs",

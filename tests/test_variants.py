@@ -23,7 +23,7 @@ def with_toy(monkeypatch):
 
 def test_a_toy_variant_is_one_table_entry(with_toy):
     from ecqg.tooling import dag
-    from ecqg.pipeline import dense, results
+    from ecqg.stages import dpr_training as dense, results
 
     params = {**with_toy, "dpr": {**with_toy["dpr"], "seeds": [1, 2]}}
     typed = settings.of(params)

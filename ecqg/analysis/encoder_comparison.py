@@ -21,7 +21,7 @@ scored by each bi-encoder against their own passage with its own similarity (dot
 scores depend on the encoder (the paper's BERT-base DPR vs the MiniLM here, different vector norms), so only the
 highest-minus-lowest gap, and the share of passages where the highest-entity question wins, carry over.
 
-``encoder_comparison.json`` (written with :func:`write_metrics`, read by ``ecqg.report``), scalar leaves only so
+``encoder_comparison.json`` (written with :func:`write_metrics`, read by ``ecqg.stages.report``), scalar leaves only so
 ``dvc metrics show/diff`` work; shares and their differences in percent / percentage points, entropy in nats::
 
     {"setting": {"passages": int, "n_boot": int, "seed": int, "confidence": float, ...caller's keys},
@@ -90,7 +90,7 @@ def compare_attention(models: Mapping[str, object], passages: Sequence[Mapping],
     ``sentences``: the split of an earlier call on the same passages (``sentence_split``), to measure more models
     (another training seed's) without splitting again.
     """
-    # torch / transformers / spaCy are imported where used, so ecqg.report can read this module's constants cheaply.
+    # torch / transformers / spaCy are imported where used, so the report can read this module's constants cheaply.
     from ecqg.analysis.attention import _checked_passages, attention_entropy, cls_attention, sentence_shares
 
     if not models:
@@ -122,6 +122,7 @@ def compare_attention(models: Mapping[str, object], passages: Sequence[Mapping],
 
 def sentence_split(passages: Sequence[Mapping], spacy_batch_size: int = 64) -> list:
     """spaCy's sentences of each passage's text (``ecqg.data.text.analyze``), as ``compare_attention`` uses them."""
+    # attention brings torch, data.text pyserini: kept out so the report reads this module's constants cheaply
     from ecqg.analysis.attention import _checked_passages
     from ecqg.data.text import analyze
 
@@ -222,6 +223,7 @@ def probe_scores(models: Mapping[str, object], probes: Sequence[Mapping], passag
     ``probes``: records with ``passage_id``, ``role`` ("highest" | "lowest"), ``question`` (``entity`` and ``id``
     kept when present); ``passages``: ``{id, title, text}``. Only the passages the probes name are encoded.
     """
+    # dense brings torch and FAISS
     from ecqg.retrieval.dense import encode_passages, encode_queries
 
     if not models:

@@ -1,5 +1,5 @@
 """Figures of the analysis notebooks (01, 06, 07): ``fig = plot_x(data)``; no file I/O here (notebooks save what
-they show). The figures of the stages that train or build data are :mod:`ecqg.pipeline.stage_plots`."""
+they show). The figures of the stages that train or build data are :mod:`ecqg.stages.stage_plots`."""
 
 from __future__ import annotations
 

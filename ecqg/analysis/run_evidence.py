@@ -28,6 +28,9 @@ import pandas as pd
 
 UNTRAINED_SEED = -1
 RANKS, PASSAGES, MECHANISM, SLICES = "ranks.parquet", "passages.parquet", "mechanism.parquet", "slices.parquet"
+MOVED_MEASURE = "moved_gap"                                 # front - end score of the moved-sentence probe
+ENTITY_SLICES = "entity_attention"                          # 07's slice kinds
+POSITION_SLICES = "answer_position"
 VALUE_COLUMNS = ["measure", "system", "seed", "unit", "value"]
 _SEED = re.compile(r"_s(\d+)$")
 

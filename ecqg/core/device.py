@@ -7,7 +7,7 @@ inference loop runs in, calls :func:`place`, and ``tests/test_device_policy.py``
 
 The setting is ``device`` in ``params.yaml``: ``auto`` (CUDA when a GPU is visible, else the CPU; under ``accelerate
 launch`` / ``torchrun`` each process takes the GPU of its ``LOCAL_RANK``), ``cpu``, ``cuda`` or ``cuda:N``. A stage
-applies it with :func:`configure` (``ecqg.stages.timed_stage`` and ``ecqg.tooling.notebook.load_params`` do); the environment
+applies it with :func:`configure` (``ecqg.core.stage_record.timed_stage`` and ``ecqg.tooling.notebook.load_params`` do); the environment
 variable ``ECQG_DEVICE`` overrides it for one run without touching params (and without rerunning DVC stages).
 
 Autocast (inference) per device: ``auto`` -> bfloat16 on a GPU that has it, else float16; on a CPU bfloat16 only

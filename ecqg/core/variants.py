@@ -31,6 +31,7 @@ TEMPQG = schemes.TEMPQG.name       # the template-conditioned scheme names its s
 
 PAPER, RELATED = "paper", "related"          # which seed list: dpr.seeds | dpr.related_seeds
 SEED_LISTS = {PAPER: "seeds", RELATED: "related_seeds"}   # the ``dpr`` block's field holding each list
+BASELINE = "baseline"                        # the gold-only DPR: the row every remedy is compared with
 UNTRAINED = "minilm_untrained"               # Table 3's row of the base checkpoint, not fine-tuned
 SPARSE = ("tfidf", "bm25")
 PRE_SUFFIX = "_pre"                          # uncon_pre: a pre-trained variant right after its pre-training

@@ -24,7 +24,7 @@ import numpy as np
 
 from ecqg.core import paper
 
-from ecqg.pipeline.evidence import ENTITY_SLICES, MOVED_MEASURE
+from ecqg.analysis.run_evidence import ENTITY_SLICES, MOVED_MEASURE
 from ecqg.report import evidence
 from ecqg.report.markdown import num, subtree
 from ecqg.analysis.over_runs import TESTS

@@ -151,7 +151,7 @@ def render_dose_curve(metrics_dir: Path, inputs: Mapping) -> str:
             "number of epochs as the full set, so a larger dose is also more steps: data and steps vary together. "
             + caption(own, DOSE_FAMILY, with_summaries)
             + f" The fine-tuned rows are rows of {CLAIMS_FAMILY} and show its adjusted p (`family`). Figure: "
-            f"`{figure_path(metrics_dir.name).as_posix()}` (`python -m ecqg.report` draws it).\n\n"
+            f"`{figure_path(metrics_dir.name).as_posix()}` (`python -m ecqg.stages.report` draws it).\n\n"
             + md_table(["questions per set", "dose", "models", "difference", "runs", "test", "here [95% CI over runs]",
                         "p (Holm)", "family", "detectable", "over questions only [95% CI]", "verdict"], table,
                        ["r", "r", "l", "l", "r", "l", "r", "r", "l", "r", "r", "l"]))

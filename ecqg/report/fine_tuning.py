@@ -16,8 +16,8 @@ from pathlib import Path
 from ecqg.core.io import read_json
 from ecqg.analysis.mechanism import THIRDS
 from ecqg.retrieval.probes import BUCKETS
-from ecqg.pipeline.finetune_curve import BASELINE
-from ecqg.pipeline.results import DATASET_LABELS
+from ecqg.analysis.labels import DATASET_LABELS
+from ecqg.core.variants import BASELINE
 from ecqg.report.markdown import EXPLORATORY, LABELS, TABLE3_ORDER, label, md_table, num, ordered, pval, with_ci
 
 CURVE_KS = (1, 20)          # the curve's Top-k on the page (the metrics hold every k of evaluation.ks)

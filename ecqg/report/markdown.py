@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ecqg.analysis.encoder_comparison import ENCODER_LABELS
 from ecqg.core.io import read_json
-from ecqg.pipeline.results import SYSTEM_LABELS
+from ecqg.analysis.labels import SYSTEM_LABELS
 
 CLAIM_BLOCK = re.compile(r"<!-- claim:([A-Za-z0-9_-]+):(start|end) -->")
 TABLE3_ORDER = tuple(SYSTEM_LABELS)   # the paper's rows, then the related system's (Poly-DPR, hybrids)

@@ -10,7 +10,7 @@ from ecqg.core import paper as reported
 from ecqg.analysis.encoder_comparison import ENCODER_LABELS
 from ecqg.core.bases import untrained_label
 from ecqg.core.variants import UNTRAINED
-from ecqg.pipeline.results import DATASET_LABELS, SUBSET_LABELS
+from ecqg.analysis.labels import DATASET_LABELS, SUBSET_LABELS
 from ecqg.report.markdown import (EXPLORATORY, KS, TABLE3_ORDER, accuracy_cell, base_encoder_note, label, md_table,
                                  num, ordered, pval, with_ci)
 

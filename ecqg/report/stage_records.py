@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ecqg.core.io import read_json
-from ecqg.pipeline.results import DATASET_LABELS
+from ecqg.analysis.labels import DATASET_LABELS
 from ecqg.report.fine_tuning import training_runs
 from ecqg.report.markdown import STAGE_ORDER, load_metrics, md_table
 

@@ -4,7 +4,7 @@ Why: at the paper's size (21,015,324 passages, 768-dim) a wrong index kind does 
 out-of-memory kill hours into the encoding. So the ``retrieve_dense`` stages estimate their need from the corpus size
 and the ``dpr.index`` / ``dpr.encode`` settings and refuse up front, naming the setting to change.
 
-The estimate (bytes), from how the stage works (:func:`ecqg.pipeline.retrieve_dense.retrieve_all`):
+The estimate (bytes), from how the stage works (:func:`ecqg.stages.retrieve_dense.retrieve_all`):
 
 * disk: the vectors streamed to a memmap (``rows x dim x 4``, or x 2 with ``dpr.encode.dtype: float16``), beside
   the saved index;

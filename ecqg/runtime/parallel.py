@@ -50,7 +50,7 @@ WORKERS = {
     "encode": "ecqg.retrieval.dense:encode_part",
     "generate": "ecqg.qg.sampling:generate_part",
     "read": "ecqg.filtering.reader:predict_part",
-    "train": "ecqg.pipeline.dense:train_part",        # a training stage: every process trains, gradients summed
+    "train": "ecqg.stages.dpr_training:train_part",        # a training stage: every process trains, gradients summed
 }
 
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from ecqg.core import cli, config, paths, settings
 from ecqg.data.records import read_corpus
 from ecqg.retrieval.bm25 import build_bm25_index
-from ecqg.stages import timed_stage
+from ecqg.core.stage_record import timed_stage
 
 
 def main(argv: Sequence[str] = ()) -> int:

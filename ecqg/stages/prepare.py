@@ -22,7 +22,7 @@ from ecqg.data.dpr import check_positives, read_dpr_retriever_json, read_qas, wr
 from ecqg.data.fields import SeenIds
 from ecqg.core.errors import DataFormatError
 from ecqg.core.io import read_jsonl, write_jsonl
-from ecqg.stages import log, timed_stage
+from ecqg.core.stage_record import log, timed_stage
 
 REGEX_SETS = {"trec"}  # CuratedTREC answers are regular expressions (DPR's convention)
 

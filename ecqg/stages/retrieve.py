@@ -10,7 +10,7 @@ import time
 from ecqg.core import cli, config, paths, settings
 from ecqg.retrieval.run_files import write_run
 from ecqg.core.io import read_jsonl
-from ecqg.stages import log, timed_stage
+from ecqg.core.stage_record import log, timed_stage
 
 SYSTEMS = ("bm25", "tfidf")
 

@@ -5,7 +5,7 @@ import sys
 from collections.abc import Sequence
 
 from ecqg.core import cli, config, paths, settings
-from ecqg.stages import timed_stage
+from ecqg.core.stage_record import timed_stage
 
 
 def main(argv: Sequence[str] = ()) -> int:

@@ -16,7 +16,7 @@ from ecqg.data.records import read_corpus, read_nq_dev
 from ecqg.core.io import read_jsonl
 from ecqg.retrieval.bm25 import BM25Searcher
 from ecqg.retrieval.distant import bm25_distant_supervision, gold_training_records
-from ecqg.stages import timed_stage
+from ecqg.core.stage_record import timed_stage
 
 
 def main(argv: Sequence[str] = ()) -> int:

@@ -4,5 +4,5 @@
 cluster), ``selector`` (a retriever trained on (passage -> template) pairs picks a new passage's template),
 ``generation`` (the generator's template-conditioned inputs, on :mod:`ecqg.qg`'s code). A package of its own, apart
 from ``ecqg.qg``: the paper's generators (UnCon, ECQG) do not depend on it; stage tempqg runs it
-(:mod:`ecqg.pipeline.tempqg`, notebook 08).
+(:mod:`ecqg.stages.tempqg`, notebook 08).
 """

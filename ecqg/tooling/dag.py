@@ -204,7 +204,7 @@ CORPUS_AND_POOL = [str(paths.CORPUS), str(paths.POOL_EXTRA)]
 def data_stages() -> list[Stage]:
     """What comes before the dense retrievers: intake, the sparse indexes and runs, the gold training data."""
     return [
-        Stage("input_test_set", "python -m ecqg.stages.input_digest ${item} outputs/inputs/test_set_${key}.json",
+        Stage("input_test_set", "python -m ecqg.stages.input_test_set ${item} outputs/inputs/test_set_${key}.json",
               ["${item}"], outs=["outputs/inputs/test_set_${key}.json"], foreach="${data.test_sets}",
               comment="input_test_set@nq, ...: every test set params names is a dependency, wherever it lives"),
         Stage("prepare", "python -m ecqg.stages.prepare",
@@ -355,7 +355,7 @@ def analysis_stages(dpr: settings.Dpr) -> list[Stage]:
               matrix={"variant": "${hybrid.variants}", "seed": "${dpr.related_seeds}"},
               comment="BM25 fused with one trained dense model's runs (Luo et al. 2022, §3.3)"),
         results, mechanism,
-        Stage("report", "python -m ecqg.report", report_deps, ["profile"],
+        Stage("report", "python -m ecqg.stages.report", report_deps, ["profile"],
               [_nocache(f"results/{PROFILE}/README.md")], [_metric("headline.json")],
               comment="results/<profile>/README.md and, for the study, the README's claims table"),
     ]
@@ -371,7 +371,7 @@ def plotted_systems(dpr: settings.Dpr, mixing: settings.Mixing, hybrid: settings
                     table: Sequence[variants.Variant] | None = None) -> list[str]:
     """The columns of the Top-k (06) and answer-position (07) plot data: Table 3's rows in its order (the sparse
     retrievers, the untrained encoder, each pre-trained variant right after pre-training, the dose curve's rows,
-    every trained variant, the BM25 + dense hybrids). ``ecqg.pipeline.results.table3_systems`` says the same in the
+    every trained variant, the BM25 + dense hybrids). ``ecqg.stages.results.table3_systems`` says the same in the
     layer above, which this module may not import; tests/test_plots.py holds the two equal for every profile."""
     trained = variants.trained(dpr, table)
     doses = [variants.dose_variant(base, n, table) for n in variants.doses(mixing) for base in variants.DOSED_SETS]

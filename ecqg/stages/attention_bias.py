@@ -13,7 +13,7 @@ import pandas as pd
 
 from ecqg.analysis.attention import AttentionStudy, select_entities
 from ecqg.core import settings
-from ecqg.pipeline.common import pool_passages, subset, test_gold_ids  # noqa: F401  (notebook 06: attention_bias.subset)
+from ecqg.stages.common import pool_passages, subset, test_gold_ids  # noqa: F401  (notebook 06: attention_bias.subset)
 
 
 def sample_passages(attention: settings.Attention, test_sets: Mapping[str, str], seed: int, size: int | None = None,

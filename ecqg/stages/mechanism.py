@@ -18,15 +18,15 @@ import pandas as pd
 from ecqg.core import paths, settings
 from ecqg.retrieval import evaluation, probes
 from ecqg.analysis import mechanism, tables
-from ecqg.pipeline import dense as pipeline
-from ecqg.pipeline.located import (TEST_SET, fits_encoder, gold_counts, gold_passage_records,  # noqa: F401
+from ecqg.stages import dpr_training
+from ecqg.stages.located import (TEST_SET, fits_encoder, gold_counts, gold_passage_records,  # noqa: F401
                                    locate, moved_pairs, nq_questions)
 
 log = logging.getLogger(__name__)
 
 def systems(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.Hybrid) -> list[str]:
-    """07's systems: Table 3's rows (``ecqg.pipeline.results.table3_systems``), each with an NQ run."""
-    from ecqg.pipeline import results
+    """07's systems: Table 3's rows (``ecqg.stages.results.table3_systems``), each with an NQ run."""
+    from ecqg.stages import results
 
     return results.table3_systems(dpr, mixing, fused)
 
@@ -34,7 +34,7 @@ def systems(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.Hybrid) 
 def dense_systems(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.Hybrid) -> list[str]:
     """Table 3's dense rows (the untrained encoder, the pre-training-only rows, every trained variant): the systems
     the moved-sentence probe loads, one model per training seed."""
-    from ecqg.pipeline import hybrid, results
+    from ecqg.stages import hybrid, results
 
     hybrids = set(hybrid.systems(fused))
     return [s for s in results.table3_systems(dpr, mixing, fused) if s not in results.SPARSE_SYSTEMS
@@ -44,7 +44,7 @@ def dense_systems(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.Hy
 def pairs(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.Hybrid) -> list[tuple[str, str]]:
     """07's paired comparisons: Table 3's among the dense models (``ecqg.core.variants``), not those against a sparse
     run or the untrained encoder."""
-    from ecqg.pipeline import results
+    from ecqg.stages import results
 
     return [(a, b) for a, b in results.comparison_pairs(dpr, mixing, fused)
             if a.startswith("dpr_") and b.startswith("dpr_")]
@@ -92,7 +92,7 @@ def entity_attention(dpr: settings.Dpr, batch_size: int, min_entities: int, loca
                for i in where]
     with_entity = [i for i, index in zip(where, matched) if index is not None]
     pids = [locations.passage_id.iloc[i] for i in with_entity]
-    model = pipeline.load_model("baseline", dpr, attn_implementation="eager")
+    model = dpr_training.load_model("baseline", dpr, attn_implementation="eager")
     attention = cls_attention(model, [passages[p].get("title") or "" for p in pids],
                               [passages[p]["text"] for p in pids], batch_size, progress=progress)
     scores = {i: entity_scores(pa, analyses[pid].entities, len(passages[pid]["text"]))
@@ -109,9 +109,9 @@ def entity_attention(dpr: settings.Dpr, batch_size: int, min_entities: int, loca
 def dense_models(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.Hybrid
                  ) -> dict[str, list[tuple[str, int | None]]]:
     """Each dense system -> (variant, seed) of each of its models (one per training seed)."""
-    runs = pipeline.seed_runs(dpr, mixing)
-    untrained = pipeline.system_name(pipeline.UNTRAINED)
-    out: dict[str, list[tuple[str, int | None]]] = {untrained: [(pipeline.UNTRAINED, None)]}
+    runs = dpr_training.seed_runs(dpr, mixing)
+    untrained = dpr_training.system_name(dpr_training.UNTRAINED)
+    out: dict[str, list[tuple[str, int | None]]] = {untrained: [(dpr_training.UNTRAINED, None)]}
     for system in dense_systems(dpr, mixing, fused):
         if system == untrained:
             continue
@@ -129,7 +129,7 @@ def moved_sentence_gaps(dpr: settings.Dpr, pairs: Sequence[Mapping],
     for system, members in models.items():
         per_seed = []
         for variant, seed in members:
-            model = pipeline.load_model(variant, dpr, seed)
+            model = dpr_training.load_model(variant, dpr, seed)
             front, end = probes.moved_sentence_scores(model, pairs, encode.batch_size, encode.autocast,
                                                          progress)
             per_seed.append(front - end)

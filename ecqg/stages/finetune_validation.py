@@ -44,7 +44,7 @@ def corpus_validator(dpr: settings.Dpr, data: settings.Data, retrieval: settings
     from ecqg.data.records import read_corpus
     from ecqg.core.io import write_json
     from ecqg.retrieval.probes import moved_sentence_scores
-    from ecqg.pipeline.located import moved_pairs
+    from ecqg.stages.located import moved_pairs
     from ecqg.retrieval import dense, faiss_index
     from ecqg.retrieval.run_files import write_run
 

@@ -7,7 +7,7 @@ questions are about, and how good a generator's questions are. If real questions
 not beat real questions about any entity of the same passages, better generated ones would not either.
 
 A gold record enters the arm when its answer, or an entity its question mentions, is among its passage's
-least-attended entities (stage 01's conditioning records, :func:`ecqg.pipeline.attention_bias.qg_entities`: per
+least-attended entities (stage 01's conditioning records, :func:`ecqg.stages.attention_bias.qg_entities`: per
 passage the ``attention.lowest_entities`` lowest, attention summed over word pieces as the method conditions). The
 control is a seeded sample of the same size from the other gold records on the same passages, so that the two sets
 differ in which entities they ask about, not in which passages they come from. Both leave the fine-tuning sample.

@@ -16,9 +16,7 @@ from ecqg.analysis.encoder_comparison import MEASURES, ROLES
 
 ATTENTION_MEASURES = ("entropy", "later_sentence_share")   # per passage, scaled as the summaries (nats, %)
 PROBE_MEASURE = "probe_difference"                          # highest- minus lowest-attended question's score
-MOVED_MEASURE = "moved_gap"                                 # front - end score of the moved-sentence probe
-ENTITY_SLICES = "entity_attention"                          # 07's slice kinds
-POSITION_SLICES = "answer_position"
+MOVED_MEASURE, ENTITY_SLICES, POSITION_SLICES = re_.MOVED_MEASURE, re_.ENTITY_SLICES, re_.POSITION_SLICES
 
 
 def write_ranks(hits: Mapping[tuple[str, str], np.ndarray], runs: Mapping[str, Sequence[str]], profile: str) -> Path:

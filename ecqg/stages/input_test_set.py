@@ -5,7 +5,7 @@ Why: DVC reruns a stage when a dependency changes, and a test set may live anywh
 as one stage's dependencies, so each test set is the dependency of a stage of its own (``foreach``) whose output, this
 digest, ``prepare`` depends on: an edited test set changes its digest and reruns ``prepare`` and what follows.
 
-``python -m ecqg.stages.input_digest <input file> <digest json>``
+``python -m ecqg.stages.input_test_set <input file> <digest json>``
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def digest(path: str | Path, chunk: int = 1 << 20) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = cli.parser("ecqg.stages.input_digest", __doc__)
+    parser = cli.parser("ecqg.stages.input_test_set", __doc__)
     parser.add_argument("input", help="the input file (a test set params.yaml names)")
     parser.add_argument("digest", help="the json to write: path, bytes, sha256")
     args = parser.parse_args(argv)

@@ -15,40 +15,16 @@ import numpy as np
 import pandas as pd
 
 from ecqg.core import paths, settings, variants
-from ecqg.core.bases import untrained_label
 from ecqg.core.choices import traits
 from ecqg.retrieval import evaluation
 from ecqg.analysis import tables
 from ecqg.core import paper
 from ecqg.core.io import read_jsonl, write_json
 from ecqg.retrieval.run_files import read_run
+# notebooks 06 and 07 read the labels through this module
+from ecqg.analysis.labels import (DATASET_LABELS, HYBRID_METHODS, SPARSE_LABELS, SUBSET_LABELS,  # noqa: F401
+                                  SYSTEM_LABELS, TABLE3_SUBSETS, system_labels)  # noqa: F401
 
-SPARSE_LABELS = {"tfidf": "TF-IDF", "bm25": "BM25"}
-HYBRID_METHODS = {"sum": "normalised sum", "rrf": "RRF"}     # BM25 + dense hybrids (stage hybrid, Luo et al. 2022)
-
-
-def system_labels(table: Sequence | None = None) -> dict[str, str]:
-    """Table 3's label of every row, in Table 3's order: the sparse retrievers, the untrained encoder, every
-    variant's row right after pre-training, every trained variant, the hybrids (all from ``ecqg.core.variants``)."""
-    table = variants.TABLE if table is None else table
-    labels = {**SPARSE_LABELS, variants.UNTRAINED: untrained_label()}
-    labels.update({v.pre_system: variants.label(v.pre_system, table) for v in table if v.pretrained})
-    labels.update({v.system: variants.label(v.system, table) for v in table})
-    labels.update({f"hybrid_{method}_{v.name}": f"BM25 + {v.label}, {how}" for v in table
-                   for method, how in HYBRID_METHODS.items()})
-    return labels
-
-
-SYSTEM_LABELS = system_labels()
-DATASET_LABELS = {"nq": "NQ", "wq": "WebQuestions", "tqa": "TriviaQA", "trec": "CuratedTREC"}
-# The subsets of the paper's Table 3 (the bundle also carries the complementary overlap labels; kept in the data,
-# left out of the table).
-TABLE3_SUBSETS = (evaluation.FULL_SET, "no_answer_overlap", "no_question_overlap")
-SUBSET_LABELS = {
-    evaluation.FULL_SET: "full",
-    "no_answer_overlap": "no-answer-overlap",
-    "no_question_overlap": "no-question-overlap",
-}
 
 
 
@@ -88,7 +64,7 @@ def evaluate_systems(systems: Sequence[str], test_sets: Mapping[str, list[dict]]
                      seed_runs: Mapping[str, Sequence[str]] | None = None) -> Evaluation:
     """Score every system's run on every test set; a missing run file is an error, not a blank row.
 
-    ``seed_runs``: a system trained with several seeds -> its run names (``ecqg.pipeline.dense.seed_runs``). Its
+    ``seed_runs``: a system trained with several seeds -> its run names (``ecqg.stages.dpr_training.seed_runs``). Its
     hits are then a question x seed x rank stack: the table gives the seed-mean with the spread over seeds, and
     paired differences compare seed-means question by question. Other systems are their own single run.
     """
@@ -225,7 +201,7 @@ def table3_systems(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.H
     """Table 3's rows in order: the sparse retrievers, the untrained encoder, each pre-trained variant right after
     pre-training (and the dose curve's rows), every trained variant, the BM25 + dense hybrids; only the variants the
     profile trains."""
-    from ecqg.pipeline import dense, hybrid
+    from ecqg.stages import dpr_training as dense, hybrid
 
     trained = variants.trained(dpr)
     return [*SPARSE_SYSTEMS, UNTRAINED_SYSTEM, *(v.pre_system for v in trained if v.pretrained),
@@ -238,8 +214,8 @@ def comparison_pairs(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings
     variant against what the table says it is compared with (``ecqg.core.variants``: the paper's three orderings,
     architecture, generator-free and template-conditioned pre-training, Luo et al.'s recipe, each right after
     pre-training too), the dose curve's rows against each other at each size, then the hybrids'
-    (:func:`ecqg.pipeline.hybrid.pairs`)."""
-    from ecqg.pipeline import dense, hybrid
+    (:func:`ecqg.stages.hybrid.pairs`)."""
+    from ecqg.stages import dpr_training as dense, hybrid
 
     doses = dense.dose_variants(mixing)
     dose_pairs = [(f"dpr_mixed_d{n}_pre", f"dpr_uncon_d{n}_pre") for n in variants.doses(mixing)]
@@ -279,7 +255,8 @@ def attention_by_seed(dpr: settings.Dpr, eval_settings: settings.Evaluation, boo
     ``boot_seed``: the bootstrap's (the profile's ``seed``); ``batch_size``: the attention pass's
     (``attention.batch_size``)."""
     from ecqg.analysis import encoder_comparison as ec
-    from ecqg.pipeline import common, dense
+    from ecqg.stages import common
+    from ecqg.stages import dpr_training as dense
 
     boot = dict(n_boot=eval_settings.bootstrap_samples, seed=boot_seed, confidence=eval_settings.confidence)
     seeds = common.seeds(dpr)

@@ -19,7 +19,7 @@ from ecqg.core.io import empty_directory, read_json, read_jsonl, remove_director
 from ecqg.core import schemes
 
 GENERATORS = schemes.of_stage(schemes.QUESTION_GENERATION)   # what stage 02 trains and samples (notebook 02 loops)
-from ecqg.pipeline.common import fingerprint, fingerprint_int, pool_passages, subset, test_gold_ids
+from ecqg.stages.common import fingerprint, fingerprint_int, pool_passages, subset, test_gold_ids
 
 log = logging.getLogger(__name__)
 

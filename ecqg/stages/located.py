@@ -1,7 +1,7 @@
 """The NQ test questions located in their gold passages: which sentence holds the answer, the spaCy analysis of
 each passage, and the moved-sentence probe's pairs built from them. Notebook 07 slices by these; stage 05's
-fine-tuning curve scores the same probe pairs at every snapshot. Apart from :mod:`ecqg.pipeline.mechanism` because
-that module loads trained models (``ecqg.pipeline.dense``), which stage 05 itself provides.
+fine-tuning curve scores the same probe pairs at every snapshot. Apart from :mod:`ecqg.stages.mechanism` because
+that module loads trained models (``ecqg.stages.dpr_training``), which stage 05 itself provides.
 """
 
 from __future__ import annotations

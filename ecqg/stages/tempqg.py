@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 
 from ecqg.core import paths, settings, variants
 from ecqg.core.io import remove_directory, write_json
-from ecqg.pipeline.common import fingerprint, passages_by_id, pool_passages
+from ecqg.stages.common import fingerprint, passages_by_id, pool_passages
 from ecqg.tempqg import generation, selector
 from ecqg.tempqg.templates import (Templates, adherence, candidates, cluster_templates, extract_templates,
                                    template_statistics)
@@ -46,7 +46,7 @@ GENERATED_FILE = paths.TEMPQG / "generated.jsonl"
 def training_split(training: settings.QgTrain, seed: int) -> tuple[list[dict], list[dict], dict[str, dict]]:
     """Stage 02's training and held-out gold triples (the same split and sub-sample: ``qg.train``, the params'
     ``seed``) and their passages."""
-    from ecqg.pipeline.question_generation import gold_triples, split_triples
+    from ecqg.stages.question_generation import gold_triples, split_triples
 
     triples, passages, _ = gold_triples()
     train, _, heldout, _ = split_triples(triples, [None] * len(triples), training, seed)
@@ -191,8 +191,8 @@ def sample(model, tokenizer, inputs: list[dict], qg: settings.Qg, seed: int, see
            progress: bool = True, *, processes: int | str = 1, launcher_args: Sequence[str] | None = None
            ) -> tuple[list[dict], dict]:
     """TempQG records for template inputs (:func:`ecqg.tempqg.generation.sampling_inputs`), ``samples`` each, with
-    ``qg``'s other sampling settings (:func:`ecqg.pipeline.question_generation.generate`)."""
-    from ecqg.pipeline.question_generation import generate
+    ``qg``'s other sampling settings (:func:`ecqg.stages.question_generation.generate`)."""
+    from ecqg.stages.question_generation import generate
 
     qg = qg.replace(generate=qg.generate.replace(samples=samples))
     records, drops = generate(model, tokenizer, "uncon", inputs, qg, seed, seed_tag, progress=progress,
@@ -216,7 +216,7 @@ def heldout_quality(s: settings.Params, heldout: Sequence[Mapping], passages: Ma
     Takes the whole typed tree: it reads ``dpr.encode``, ``qg``, ``tempqg``, ``seed``, ``processes`` and
     ``launcher_args``."""
     from ecqg import qg as qgm
-    from ecqg.pipeline.question_generation import generate
+    from ecqg.stages.question_generation import generate
 
     workers = {"processes": s.processes, "launcher_args": s.launcher_args}
     inputs, references = qgm.heldout_inputs(heldout, passages)
@@ -242,7 +242,7 @@ def heldout_quality(s: settings.Params, heldout: Sequence[Mapping], passages: Ma
 
 def set_passages() -> tuple[list[str], dict[str, dict]]:
     """The UnCon set's passage ids (with repeats, in its order) and those passages."""
-    from ecqg.pipeline.pseudo import passage_pool
+    from ecqg.stages.pseudo_queries import passage_pool
 
     pool, _ = passage_pool()
     return pool, passages_by_id(set(pool))
@@ -262,7 +262,8 @@ def filter_questions(s: settings.Params, records: list[dict], passages: Mapping,
     Takes the whole typed tree: it reads ``tempqg``, ``filtering``, ``mrc``, ``dpr``, ``data.test_sets``,
     ``processes`` and ``launcher_args`` (stage 03's steps, as stage 03 runs them)."""
     from ecqg.filtering.mixing import dedupe
-    from ecqg.pipeline import synthetic as sp
+    from ecqg.stages import filtering as sp
+    from ecqg.stages.mixing import test_question_keys
 
     rule = stage1_rule(s.tempqg, s.filtering)
     filtering = s.filtering.replace(stage1=rule)
@@ -275,7 +276,7 @@ def filter_questions(s: settings.Params, records: list[dict], passages: Mapping,
                                  processes=s.processes, launcher_args=s.launcher_args)
     kept1, _, stage1 = sp.stage1(records, predictions, passages, filtering)
     kept2, _, stage2, _ = sp.stage2(kept1, passages, filtering, s.dpr, progress=progress)
-    kept, deduped = dedupe(kept2, sp.test_question_keys(s.data.test_sets), where="TempQG questions")
+    kept, deduped = dedupe(kept2, test_question_keys(s.data.test_sets), where="TempQG questions")
     funnel = {"generated": len(records), "after_stage1": len(kept1), "after_stage2": len(kept2),
               "after_dedupe": len(kept), "stage1_rule": rule,
               "dedupe_dropped": deduped["dropped"]}
@@ -303,7 +304,7 @@ def write_set(pretrain: settings.DprPretrain, bm25: settings.Bm25, seed: int, re
     same-title guard, as the ETM / RSM sets; its figures. The split is pre-training's (``dpr.pretrain``, ``seed``);
     the negatives ``bm25``'s."""
     from ecqg.data.dpr import write_dpr_retriever_json
-    from ecqg.pipeline.pseudo import N_HARD, NEGATIVE_DEPTH
+    from ecqg.stages.pseudo_queries import N_HARD, NEGATIVE_DEPTH
     from ecqg.retrieval.pseudo_queries import dpr_examples
     from ecqg.retrieval.bm25 import BM25Searcher
     from ecqg.retrieval.train_data import split_records

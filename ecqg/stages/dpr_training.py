@@ -2,7 +2,7 @@
 kind in the registry), train it on the gold data, retrieve with it.
 
 Notebook 05 (``train_variant``) calls these, so the notebook shows the steps without holding their logic; the
-``retrieve_dense`` stage's search is :mod:`ecqg.pipeline.retrieve_dense`. Checkpoints live under ``outputs/checkpoints/<variant>/<fingerprint>/``, a
+``retrieve_dense`` stage's search is :mod:`ecqg.stages.retrieve_dense`. Checkpoints live under ``outputs/checkpoints/<variant>/<fingerprint>/``, a
 DVC output with ``persist: true``: DVC keeps it when it reruns a killed stage, so training resumes, and the
 fingerprint of the training settings makes a changed parameter start afresh instead of resuming a different run.
 """
@@ -19,8 +19,8 @@ from typing import Mapping
 from ecqg.core import choices, paths, settings, variants
 from ecqg.data.dpr import read_dpr_retriever_json
 from ecqg.core.io import copy_directory, empty_directory
-from ecqg.pipeline.common import fingerprint, primary_seed
-from ecqg.pipeline.finetune_validation import CURVE_DIR
+from ecqg.stages.common import fingerprint, primary_seed
+from ecqg.stages.finetune_validation import CURVE_DIR
 from ecqg.retrieval import convergence
 from ecqg.retrieval.retriever import Retriever, build_retriever, is_saved_retriever, load_retriever
 from ecqg.retrieval.train import TrainConfig, latest_checkpoint, train_biencoder, without_timings
@@ -308,10 +308,10 @@ def _run_phase(variant: str, s: settings.Params, seed: int, phase: str, progress
 def _finetune_validation(dpr: settings.Dpr, data: settings.Data, retrieval: settings.Retrieval, probe_seed: int,
                          seed: int, run_dir, progress: bool):
     """``(validator, curve dir)``: with ``dpr.finetune.validation: corpus``, held-out gold questions retrieved over
-    the corpus (:mod:`ecqg.pipeline.finetune_validation`), and for the first seed with ``curve_runs`` the test
+    the corpus (:mod:`ecqg.stages.finetune_validation`), and for the first seed with ``curve_runs`` the test
     runs of every snapshot; ``(None, None)`` for DPR's pool validation. ``probe_seed``: the profile's ``seed`` (the
     moved-sentence probe's sample); ``seed``: the replicate's."""
-    from ecqg.pipeline.finetune_validation import corpus_validator
+    from ecqg.stages.finetune_validation import corpus_validator
 
     finetune = dpr.finetune
     if finetune.validation != "corpus":

@@ -2,7 +2,7 @@
 of its fine-tuning, and the paired differences against DPR at the steps both reached.
 
 The runs come from stage 05 (``dpr.finetune.curve_runs``, first training seed): ``<model>/curve/step-<step>/<set>.trec``,
-searched over the same corpus as the ``retrieve_dense`` stages (:mod:`ecqg.pipeline.finetune_validation`). A variant
+searched over the same corpus as the ``retrieve_dense`` stages (:mod:`ecqg.stages.finetune_validation`). A variant
 that stopped earlier (patience) has no later points; differences are taken only where both variants have a run.
 """
 
@@ -19,11 +19,11 @@ from ecqg.core import paths
 from ecqg.retrieval import evaluation
 from ecqg.analysis import tables
 from ecqg.core.io import read_json
-from ecqg.pipeline.finetune_validation import CURVE_DIR, MOVED_FILE
+from ecqg.core.variants import BASELINE
+from ecqg.stages.finetune_validation import CURVE_DIR, MOVED_FILE
 from ecqg.retrieval.run_files import read_run
 
 _STEP_DIR = re.compile(r"^step-(\d{6})$")
-BASELINE = "baseline"
 
 
 def curve_steps(variant: str, seed: int) -> dict[int, Path]:
