@@ -11,6 +11,7 @@ from transformers import BertConfig, BertModel
 
 from ecqg.analysis import encoder_comparison as ec
 from ecqg.analysis import plots, seed_plots
+from ecqg.analysis.labels import ENCODER_LABELS
 from ecqg.core import paper
 from ecqg.core.errors import DataFormatError
 from ecqg.retrieval.biencoder import BiEncoder, BiEncoderConfig
@@ -163,7 +164,7 @@ def test_metrics_tree_and_plots(tmp_path):
     assert tree["attention"]["paired"]["dpr_mixed_minus_dpr_baseline"]["later_sentence_share_diff"] == 2.0
     assert tree["table1_probe"]["dpr_baseline"]["difference"] == pytest.approx(0.25)
     assert tree["table1_probe"]["dpr_baseline"]["n_passages"] == 2
-    labels = ec.ENCODER_LABELS
+    labels = ENCODER_LABELS
     frame = _hand_frame()
     for fig in (plots.plot_entropy_violins({labels[k]: g.entropy for k, g in frame.groupby("encoder")},
                                            paper={labels[k]: v for k, v in paper.ATTENTION["entropy"].items()}),
@@ -250,6 +251,6 @@ def test_compare_attention_reuses_a_sentence_split_of_the_same_passages(models, 
 def test_plot_seed_differences_has_a_panel_per_measure():
     rows = ec.seed_rows({2022: _paired_summary(2.0, 0.001, 0.02), 2023: _paired_summary(3.0, 0.2, -0.01)},
                         {2022: _probe_summary(1.0, 0.001)})
-    fig = seed_plots.plot_seed_differences(rows, ec.ENCODER_LABELS)
+    fig = seed_plots.plot_seed_differences(rows, ENCODER_LABELS)
     assert len(fig.axes) == 3 and fig.axes[0].get_legend() is not None
     matplotlib.pyplot.close(fig)

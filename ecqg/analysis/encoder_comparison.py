@@ -45,8 +45,8 @@ highest-minus-lowest gap, and the share of passages where the highest-entity que
                                                                                            ...}}}},
      "paper": ecqg.core.paper.ATTENTION (string keys)}
 
-Encoder keys are the run-file system names (``dpr_baseline``, ``dpr_uncon``, ``dpr_mixed``); ``ENCODER_LABELS``
-names them for display.
+Encoder keys are the run-file system names (``dpr_baseline``, ``dpr_uncon``, ``dpr_mixed``);
+``ecqg.analysis.labels.ENCODER_LABELS`` names them for display.
 """
 
 from __future__ import annotations
@@ -61,7 +61,6 @@ import numpy as np
 import pandas as pd
 
 from ecqg.core import variants
-from ecqg.core.bases import untrained_label
 from ecqg.core import paper as reported
 from ecqg.analysis import stats
 from ecqg.core.errors import DataFormatError
@@ -69,7 +68,6 @@ from ecqg.core.io import write_json
 
 log = logging.getLogger(__name__)
 
-ENCODER_LABELS = {**{v.system: v.label for v in variants.TABLE}, "untrained": untrained_label()}
 DEFAULT_PAIRS = tuple(variants.paper_pairs())   # the paper's orderings: UnCon - DPR, Mixed - UnCon, Mixed - DPR
 ROLES = ("highest", "lowest")
 

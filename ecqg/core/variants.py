@@ -32,7 +32,11 @@ TEMPQG = schemes.TEMPQG.name       # the template-conditioned scheme names its s
 PAPER, RELATED = "paper", "related"          # which seed list: dpr.seeds | dpr.related_seeds
 SEED_LISTS = {PAPER: "seeds", RELATED: "related_seeds"}   # the ``dpr`` block's field holding each list
 BASELINE = "baseline"                        # the gold-only DPR: the row every remedy is compared with
-UNTRAINED = "minilm_untrained"               # Table 3's row of the base checkpoint, not fine-tuned
+UNTRAINED = "untrained"                      # the base checkpoint, not fine-tuned, where a variant name goes
+                                             # (pre_against, retrieve_dense's argument, its index, attention keys)
+# Its Table 3 row and run name (outputs/runs/, the results files). Named when the bundled MiniLM was the only base;
+# naming it after the profile's base renames committed result files, so it comes with mini's rerun.
+UNTRAINED_SYSTEM = "minilm_untrained"
 SPARSE = ("tfidf", "bm25")
 PRE_SUFFIX = "_pre"                          # uncon_pre: a pre-trained variant right after its pre-training
 
@@ -103,17 +107,17 @@ TABLE: tuple[Variant, ...] = (
     Variant("baseline", "DPR", seeds=PAPER, against=("bm25",),
             note="the base checkpoint fine-tuned on the gold data only: the paper's DPR row"),
     Variant("uncon", "UnCon-DPR", pretrain=("uncon",), seeds=PAPER, against=("baseline",),
-            pre_against=("untrained",), note="pre-trained on unconditioned generated questions (stage 04)"),
+            pre_against=(UNTRAINED,), note="pre-trained on unconditioned generated questions (stage 04)"),
     Variant("mixed", "Mixed-DPR", pretrain=("mixed",), seeds=PAPER, against=("uncon", "baseline"),
-            pre_against=("uncon", "untrained"),
+            pre_against=("uncon", UNTRAINED),
             note="pre-trained on entity-conditioned + unconditioned questions, half each (stage 04): the paper's"),
-    Variant("etm", "ETM-DPR", pretrain=("etm",), against=("baseline",), pre_against=("untrained",),
+    Variant("etm", "ETM-DPR", pretrain=("etm",), against=("baseline",), pre_against=(UNTRAINED,),
             group="pseudo", note="generator-free pseudo-queries, title + top TF-IDF words (Luo et al. 2022, §5)"),
-    Variant("rsm", "RSM-DPR", pretrain=("rsm",), against=("baseline",), pre_against=("untrained",),
+    Variant("rsm", "RSM-DPR", pretrain=("rsm",), against=("baseline",), pre_against=(UNTRAINED,),
             group="pseudo",
             note="generator-free pseudo-queries, one sentence reduced to its top TF-IDF words (Luo et al. 2022)"),
     Variant(TEMPQG, "TempQG-DPR", pretrain=(TEMPQG,),
-            against=("uncon", "baseline"), pre_against=("uncon", "untrained"),
+            against=("uncon", "baseline"), pre_against=("uncon", UNTRAINED),
             note="template-conditioned questions (Luo et al. 2022, §4; stage tempqg)"),
     Variant("poly_baseline", "Poly-DPR", kind="polydpr", against=("baseline",),
             note="Poly-DPR (Luo et al. 2022, §3.2) trained like DPR"),
@@ -255,8 +259,8 @@ def pairs(dpr: Dpr, table: Sequence[Variant] | None = None) -> list[tuple[str, s
     def row(name: str, pre: bool = False) -> str | None:
         if name in SPARSE:
             return name
-        if name == "untrained":
-            return UNTRAINED
+        if name == UNTRAINED:
+            return UNTRAINED_SYSTEM
         if name not in names:
             return None
         return f"dpr_{name}{PRE_SUFFIX if pre else ''}"

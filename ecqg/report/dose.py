@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from ecqg.core.variants import UNTRAINED
+from ecqg.core.variants import UNTRAINED_SYSTEM
 from ecqg.report import evidence
 from ecqg.report.claim import CLAIMS_FAMILY, DOSE_FAMILY, claim_rows, with_verdicts
 from ecqg.report.claims_table import caption, detectable_text, test_text
@@ -60,7 +60,7 @@ def _row(table3: Mapping, label: str, size: int | None, a: str, b: str, k: int, 
     arm_a, arm_b, node = _arm(table3, a, k), _arm(table3, b, k), _paired(table3, a, b)
     if arm_a is None or arm_b is None or node is None:
         return None
-    if b == UNTRAINED:
+    if b == UNTRAINED_SYSTEM:
         interval = evidence.against_fixed(arm_a, arm_b.mean, node, f"top{k}")
         runs = (arm_a.runs,)
     else:
@@ -81,8 +81,8 @@ def dose_rows(table3: Mapping, full_size: int | None, ev=None, claims: list[dict
     for size, mixed, uncon in points:
         for k in KS:
             rows += [_row(table3, "Mixed - UnCon", size, mixed, uncon, k, "pre-training only", ev),
-                     _row(table3, "UnCon - MiniLM", size, uncon, UNTRAINED, k, "pre-training only", ev),
-                     _row(table3, "Mixed - MiniLM", size, mixed, UNTRAINED, k, "pre-training only", ev)]
+                     _row(table3, "UnCon - untrained", size, uncon, UNTRAINED_SYSTEM, k, "pre-training only", ev),
+                     _row(table3, "Mixed - untrained", size, mixed, UNTRAINED_SYSTEM, k, "pre-training only", ev)]
     rows = with_verdicts([r for r in rows if r is not None], DOSE_FAMILY)
     if points:
         if claims is None:
@@ -145,8 +145,8 @@ def render_dose_curve(metrics_dir: Path, inputs: Mapping) -> str:
     return ("#### The dose curve\n\n"
             "NQ test Top-k as the synthetic set grows (questions per set; `dose`: pre-training examples per example "
             "fine-tuning sees, the paper's is about 4x). At every size each set is pre-trained with every training "
-            "seed and searched right after pre-training; the fine-tuned models exist at the full set only. MiniLM: the "
-            "untrained base every model starts from (one fixed model). A point's runs differ by their pre-training "
+            "seed and searched right after pre-training; the fine-tuned models exist at the full set only. "
+            "untrained: the base every model starts from (one fixed model). A point's runs differ by their pre-training "
             f"seed (and with it the batch order{own_sets}); a dose is the set cut to that size, pre-trained for the same "
             "number of epochs as the full set, so a larger dose is also more steps: data and steps vary together. "
             + caption(own, DOSE_FAMILY, with_summaries)
@@ -177,8 +177,8 @@ def draw_dose_curve(metrics_dir: Path, out: Path) -> Path | None:
     sizes = list(dict.fromkeys(r["size"] for r in rows))      # rows run from the smallest size to the full set
     xs = {size: i for i, size in enumerate(sizes)}
     styles = {("pre-training only", "Mixed - UnCon"): ("C3", "o", 0.0),
-              ("pre-training only", "UnCon - MiniLM"): ("C0", "s", -0.12),
-              ("pre-training only", "Mixed - MiniLM"): ("C1", "^", 0.12),
+              ("pre-training only", "UnCon - untrained"): ("C0", "s", -0.12),
+              ("pre-training only", "Mixed - untrained"): ("C1", "^", 0.12),
               ("fine-tuned", "Mixed - UnCon"): ("C3", "D", 0.3), ("fine-tuned", "Mixed - DPR"): ("k", "D", 0.42)}
     fig, axes = plt.subplots(1, len(KS), figsize=(5.2 * len(KS), 4), sharex=True)
     for ax, k in zip(axes, KS):

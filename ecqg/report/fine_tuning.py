@@ -16,9 +16,9 @@ from pathlib import Path
 from ecqg.core.io import read_json
 from ecqg.analysis.mechanism import THIRDS
 from ecqg.retrieval.probes import BUCKETS
-from ecqg.analysis.labels import DATASET_LABELS
+from ecqg.analysis.labels import DATASET_LABELS, SYSTEM_LABELS
 from ecqg.core.variants import BASELINE
-from ecqg.report.markdown import EXPLORATORY, LABELS, TABLE3_ORDER, label, md_table, num, ordered, pval, with_ci
+from ecqg.report.markdown import EXPLORATORY, TABLE3_ORDER, label, md_table, num, ordered, pval, with_ci
 
 CURVE_KS = (1, 20)          # the curve's Top-k on the page (the metrics hold every k of evaluation.ks)
 _RUN_FILE = re.compile(r"^dpr_(?P<variant>.+?)(?P<pre>_pre)?_s(?P<seed>\d+)_training$")
@@ -46,7 +46,7 @@ def _short(system: str) -> str:
 def _run_label(run: Mapping) -> str:
     """Table 3's label, or for a pre-training Table 3 does not show (Poly's), its system's label so marked."""
     system = f"dpr_{run['variant']}" + ("_pre" if run.get("phase") == "pretrain" else "")
-    if system in LABELS or run.get("phase") != "pretrain":
+    if system in SYSTEM_LABELS or run.get("phase") != "pretrain":
         return label(system)
     return f"{_short(system.removesuffix('_pre'))}, pre-training only (ours)"
 

@@ -7,13 +7,11 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ecqg.analysis.encoder_comparison import ENCODER_LABELS
 from ecqg.core.io import read_json
-from ecqg.analysis.labels import SYSTEM_LABELS
+from ecqg.analysis.labels import ENCODER_LABELS, SYSTEM_LABELS
 
 CLAIM_BLOCK = re.compile(r"<!-- claim:([A-Za-z0-9_-]+):(start|end) -->")
 TABLE3_ORDER = tuple(SYSTEM_LABELS)   # the paper's rows, then the related system's (Poly-DPR, hybrids)
-LABELS = {**SYSTEM_LABELS, "dpr_uncon": "UnCon-DPR (ours)", "dpr_mixed": "Mixed-DPR (ours)"}
 # What the bundled base encoder already learned: said next to every dense number it underlies.
 def base_encoder_note(base_model: str | None) -> str:
     """What a base that already learned retrieval means for the dense rows (empty for one that did not), from the
@@ -114,7 +112,7 @@ def ordered(keys, order: Sequence[str]) -> list[str]:
 
 
 def label(system: str) -> str:
-    return LABELS.get(system, ENCODER_LABELS.get(system, system))
+    return SYSTEM_LABELS.get(system, ENCODER_LABELS.get(system, system))
 
 
 def accuracy_cell(node: Mapping, k: int) -> str:

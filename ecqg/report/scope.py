@@ -17,11 +17,10 @@ from pathlib import Path
 
 from ecqg.core import paper as reported
 from ecqg.core.bases import base_name, describe
-from ecqg.core.variants import UNTRAINED
+from ecqg.core.variants import UNTRAINED, UNTRAINED_SYSTEM
 from ecqg.report.fine_tuning import training_runs
 from ecqg.report.markdown import load_metrics, num, subtree
 
-UNTRAINED_ATTENTION = "untrained"       # stage 01's key of the base encoder's own attention
 
 
 def _phase(runs: Sequence[Mapping], variant: str, phase: str) -> Mapping:
@@ -62,9 +61,9 @@ def facts(metrics_dir: Path, claims: Sequence[Mapping]) -> dict:
         "base_ref": setting.get("base_model"), "base": describe(setting.get("base_model")),
         "finetune": (fine.get("train_examples"), fine.get("steps")), "pretrain": (pre.get("train_examples"),
                                                                                    pre.get("steps")),
-        "corpus": setting.get("corpus_passages"), "untrained": _top1(table3, UNTRAINED),
+        "corpus": setting.get("corpus_passages"), "untrained": _top1(table3, UNTRAINED_SYSTEM),
         "bm25": _top1(table3, "bm25"), "dpr": _top1(table3, "dpr_baseline"),
-        "entropy": tuple((bias.get(key) or {}).get("mean_entropy") for key in ("dpr_baseline", UNTRAINED_ATTENTION)),
+        "entropy": tuple((bias.get(key) or {}).get("mean_entropy") for key in ("dpr_baseline", UNTRAINED)),
         "generator": _generator(metrics_dir),
         "power": (min(powers), max(powers)) if powers else None,
         "translated": (min(translated), max(translated)) if translated else None,

@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ecqg.core import paper as reported
-from ecqg.analysis.encoder_comparison import ENCODER_LABELS
 from ecqg.core.bases import untrained_label
-from ecqg.core.variants import UNTRAINED
-from ecqg.analysis.labels import DATASET_LABELS, SUBSET_LABELS
+from ecqg.core.variants import UNTRAINED_SYSTEM
+from ecqg.analysis.labels import DATASET_LABELS, ENCODER_LABELS, SUBSET_LABELS
 from ecqg.report.markdown import (EXPLORATORY, KS, TABLE3_ORDER, accuracy_cell, base_encoder_note, label, md_table,
                                  num, ordered, pval, with_ci)
 
@@ -80,7 +79,7 @@ def render_table3(table3: Mapping, ev=None) -> str:
         header = ["system"] + [f"Top-{k}" for k in ks] + [f"paper Top-{k}" for k in paper_ks]
         rows = []
         for system, node in cells.items():
-            rows.append([_untrained_label(setting) if system == UNTRAINED else label(system)]
+            rows.append([_untrained_label(setting) if system == UNTRAINED_SYSTEM else label(system)]
                         + [accuracy_cell(node, k) for k in ks]
                         + [num(paper.get((system, k))) for k in paper_ks])
         n_text = ", ".join(f"n={n}" for n in ns)
@@ -227,7 +226,7 @@ def render_encoder_comparison(comparison: Mapping) -> str:
     if probe:
         out.append("Table 1 probe: questions about each passage's highest- vs lowest-attended entity, scored against "
                    "their own passage with the retriever's score (the dot product; Poly-DPR: its best code). Levels "
-                   "depend on the encoder (MiniLM here, BERT-base in the paper); the gap is what compares.\n")
+                   "depend on the encoder (the profile's base here, BERT-base in the paper); the gap is what compares.\n")
         rows = []
         for key, node in probe.items():
             paper = reported.ATTENTION["table1_probe"].get(key, {})

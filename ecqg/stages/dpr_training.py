@@ -19,6 +19,7 @@ from typing import Mapping
 from ecqg.core import choices, paths, settings, variants
 from ecqg.data.dpr import read_dpr_retriever_json
 from ecqg.core.io import copy_directory, empty_directory
+from ecqg.core.variants import UNTRAINED
 from ecqg.stages.common import fingerprint, primary_seed
 from ecqg.stages.finetune_validation import CURVE_DIR
 from ecqg.retrieval import convergence
@@ -28,7 +29,6 @@ from ecqg.retrieval.train_data import data_fingerprint, split_records
 
 log = logging.getLogger(__name__)
 
-UNTRAINED = "untrained"  # the base checkpoint, not fine-tuned: Table 3's "not fine-tuned" row
 # Every training set's tokens, once per set and base model (Arrow, memory-mapped; ecqg.retrieval.tokens.
 # TrainingTokens.cached): read by every process of a run and every later run on the set (seeds, variants, doses'
 # parent sets). Not a DVC output: a cache, keyed by the texts and the tokenizer; deleting it costs one tokenisation.
@@ -363,8 +363,9 @@ def write_training_plots(profile: str, history: list[dict], run_name: str) -> li
 
 
 def system_name(variant: str, seed: int | None = None) -> str:
-    """Run directory name of a dense model: ``dpr_<variant>_s<seed>``; the base checkpoint is ``minilm_untrained``."""
-    return "minilm_untrained" if variant == UNTRAINED else paths.dense_run_name(variant, seed)
+    """Run directory name of a dense model: ``dpr_<variant>_s<seed>``; the base checkpoint's is
+    ``variants.UNTRAINED_SYSTEM``."""
+    return variants.UNTRAINED_SYSTEM if variant == UNTRAINED else paths.dense_run_name(variant, seed)
 
 
 def seed_runs(dpr: settings.Dpr, mixing: settings.Mixing) -> dict[str, list[str]]:

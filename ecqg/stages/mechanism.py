@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ecqg.core import paths, settings
+from ecqg.core import paths, settings, variants
 from ecqg.retrieval import evaluation, probes
 from ecqg.analysis import mechanism, tables
 from ecqg.stages import dpr_training
@@ -110,8 +110,8 @@ def dense_models(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.Hyb
                  ) -> dict[str, list[tuple[str, int | None]]]:
     """Each dense system -> (variant, seed) of each of its models (one per training seed)."""
     runs = dpr_training.seed_runs(dpr, mixing)
-    untrained = dpr_training.system_name(dpr_training.UNTRAINED)
-    out: dict[str, list[tuple[str, int | None]]] = {untrained: [(dpr_training.UNTRAINED, None)]}
+    untrained = variants.UNTRAINED_SYSTEM
+    out: dict[str, list[tuple[str, int | None]]] = {untrained: [(variants.UNTRAINED, None)]}
     for system in dense_systems(dpr, mixing, fused):
         if system == untrained:
             continue

@@ -48,7 +48,7 @@ import pandas as pd
 from ecqg.analysis.attention import cls_attention, entity_scores, select_entities
 from ecqg.analysis.mechanism import answer_entity, attention_third
 from ecqg.analysis.stats import one_sample_interval
-from ecqg.core import cli, config, settings
+from ecqg.core import cli, config, settings, variants
 from ecqg.core.bases import base_name, describe
 from ecqg.core.io import write_json, write_text
 from ecqg.report.markdown import md_table, num
@@ -299,7 +299,7 @@ def measure(s: settings.Params, seeds: Sequence[int] | None = None) -> dict:
     min_entities = s.evaluation.mechanism.min_entities
     per_model: dict[str, list] = {"untrained": [], "dpr_baseline": []}
     base = dense.base_retriever(s.dpr, kind_settings=dense.kind_block(s, s.dpr.model), attn_implementation="eager")
-    per_model["untrained"].append(measure_model(base, dense.system_name(dense.UNTRAINED), s.attention, min_entities,
+    per_model["untrained"].append(measure_model(base, variants.UNTRAINED_SYSTEM, s.attention, min_entities,
                                                 study, nq))
     del base
     for seed in seeds:

@@ -22,7 +22,7 @@ from ecqg.core import paper
 from ecqg.core.io import read_jsonl, write_json
 from ecqg.retrieval.run_files import read_run
 # notebooks 06 and 07 read the labels through this module
-from ecqg.analysis.labels import (DATASET_LABELS, HYBRID_METHODS, SPARSE_LABELS, SUBSET_LABELS,  # noqa: F401
+from ecqg.analysis.labels import (DATASET_LABELS, ENCODER_LABELS, HYBRID_METHODS, SPARSE_LABELS, SUBSET_LABELS,  # noqa: F401
                                   SYSTEM_LABELS, TABLE3_SUBSETS, system_labels)  # noqa: F401
 
 
@@ -194,7 +194,7 @@ def write_table3_metrics(table: pd.DataFrame, paired: pd.DataFrame, setting: Map
 
 # --- which rows and comparisons (derived from the variant table and params, never typed in a notebook) ------------
 SPARSE_SYSTEMS = variants.SPARSE
-UNTRAINED_SYSTEM = variants.UNTRAINED      # the base checkpoint, not fine-tuned (``dense.system_name(UNTRAINED)``)
+UNTRAINED_SYSTEM = variants.UNTRAINED_SYSTEM     # the base checkpoint, not fine-tuned
 
 
 def table3_systems(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.Hybrid) -> list[str]:

@@ -18,7 +18,8 @@ from pathlib import Path
 from ecqg.core import cli, config, paths, settings, variants
 from ecqg.core.io import read_jsonl, remove_directory
 from ecqg.core.stage_record import timed_stage
-from ecqg.stages.dpr_training import UNTRAINED, kind_block, load_model, system_name
+from ecqg.core.variants import UNTRAINED
+from ecqg.stages.dpr_training import kind_block, load_model, system_name
 
 
 def retrieve_all(variant: str, s: settings.Params, seed: int | None = None, progress: bool = True,

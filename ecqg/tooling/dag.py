@@ -175,7 +175,7 @@ def dense_stages(dpr: settings.Dpr, qg: settings.Qg, table: Sequence[variants.Va
     out = [stage for *_, stage in sorted(out, key=lambda x: (x[0], x[1]))]
     out.append(Stage("retrieve_untrained", "python -m ecqg.stages.retrieve_dense untrained",
                      [*ENCODED_CORPUS, str(paths.QUESTIONS)], [*RETRIEVE_PARAMS, *MODEL_PARAMS],
-                     [f"{paths.RUNS}/{variants.UNTRAINED}", f"{paths.DENSE_INDEXES}/untrained"],
+                     [f"{paths.RUNS}/{variants.UNTRAINED_SYSTEM}", f"{paths.DENSE_INDEXES}/{variants.UNTRAINED}"],
                      [_metric("stage_retrieve_dense_untrained.json")],
                      comment="the base checkpoint, not fine-tuned (Table 3's untrained row)"))
     for pre in (False, True):
@@ -376,7 +376,7 @@ def plotted_systems(dpr: settings.Dpr, mixing: settings.Mixing, hybrid: settings
     trained = variants.trained(dpr, table)
     doses = [variants.dose_variant(base, n, table) for n in variants.doses(mixing) for base in variants.DOSED_SETS]
     hybrids = [f"hybrid_{method}_{v}" for v in hybrid.variants for method in ("sum", "rrf")]
-    return [*variants.SPARSE, variants.UNTRAINED, *(v.pre_system for v in trained if v.pretrained),
+    return [*variants.SPARSE, variants.UNTRAINED_SYSTEM, *(v.pre_system for v in trained if v.pretrained),
             *(v.pre_system for v in doses), *(v.system for v in trained), *hybrids]
 
 
