@@ -49,6 +49,7 @@ from ecqg.analysis.attention import cls_attention, entity_scores, select_entitie
 from ecqg.analysis.mechanism import answer_entity, attention_third
 from ecqg.analysis.stats import one_sample_interval
 from ecqg.core import cli, config, settings, variants
+from ecqg.core import paper as reported
 from ecqg.core.bases import base_name, describe
 from ecqg.core.io import write_json, write_text
 from ecqg.report.markdown import md_table, num
@@ -226,10 +227,14 @@ class Measure(NamedTuple):
     direction: float
 
 
+_PROBE = reported.ATTENTION["table1_probe"]["dpr_baseline"]
 MEASURES = {m.key: m for m in (
-    Measure("highest_first_half", "highest-attended entity in the first half, % of passages", "65", 50.0, 1.0),
-    Measure("lowest_second_half", "lowest-attended entity in the second half, % of passages", "60", 50.0, 1.0),
-    Measure("probe", "Table 1 probe: score of the highest- minus the lowest-entity question", "+1.6", 0.0, 1.0),
+    Measure("highest_first_half", "highest-attended entity in the first half, % of passages",
+            f"{100 * reported.POSITION_BIAS['highest_first_half']:.0f}", 50.0, 1.0),
+    Measure("lowest_second_half", "lowest-attended entity in the second half, % of passages",
+            f"{100 * reported.POSITION_BIAS['lowest_second_half']:.0f}", 50.0, 1.0),
+    Measure("probe", "Table 1 probe: score of the highest- minus the lowest-entity question",
+            f"{_PROBE['highest'] - _PROBE['lowest']:+.1f}", 0.0, 1.0),
     *(Measure(f"top{k}_least_minus_most", f"NQ Top-{k}: least- minus most-attended answer entity, points", "< 0",
               0.0, -1.0) for k in KS))}
 
