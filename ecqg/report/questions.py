@@ -164,7 +164,7 @@ def what_varies(mixing: Mapping | None, shared: Mapping | None = None) -> str:
     (``mixing.json``: ``replicates`` names a set per seed where each run has its own), and what every run shares
     (``shared``: the other metrics, ``bias`` of stage 01 and ``filtering`` of stage 03, where given): the
     conditioning passages and their entity ranking, the reader and the hardness model are one for all replicates."""
-    own = [name for name in (mixing or {}).get("replicates", {}) if name.startswith("s")]
+    own = [name for name in (mixing or {}).get("replicates") or {} if name.startswith("s")]
     if len(own) > 1:
         text = (f"Between two runs of a synthetic arm its seed varies its sampled passages, its questions and the "
                 f"filters' decisions on them ({len(own)} sets, each sampled, filtered and mixed with that seed), its "
