@@ -9,6 +9,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ecqg.analysis.stats import bootstrap_ci
+
 
 def _panels(frame: pd.DataFrame) -> list[tuple[str, str]]:
     return list(dict.fromkeys(zip(frame.dataset, frame.subset)))
@@ -185,8 +187,6 @@ def plot_attention_heatmap(words: Sequence[str], weights: Sequence[float],
 
 
 def _binned_means(frame: pd.DataFrame, bins: np.ndarray, n_boot: int, seed: int) -> pd.DataFrame:
-    from ecqg.analysis.stats import bootstrap_ci
-
     which = np.clip(np.digitize(frame.relative_position, bins) - 1, 0, len(bins) - 2)
     rows = []
     for b in range(len(bins) - 1):

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import logging
 import os
+import platform
 import re
+import sys
 from typing import Any, Mapping
 
 log = logging.getLogger(__name__)
@@ -62,7 +64,7 @@ def setting_in_force() -> str:
 
 def resolve(setting: str | None = None):
     """The ``torch.device`` a model runs on under ``setting`` (default: the setting in force)."""
-    import torch
+    import torch  # torch: kept out of the core's import (params validation and the DAG writer ask the policy without it)
 
     setting = setting or setting_in_force()
     if setting == "auto":
@@ -89,7 +91,7 @@ def native_bf16(device_type: str = "cpu") -> bool:
     """Whether bfloat16 runs in hardware on this device: a CUDA GPU with bf16, or a CPU with AVX512-BF16 or AMX.
     Elsewhere torch emulates bf16, and autocast is several times SLOWER than float32 (measured on a 2-core
     AVX2-only EPYC: encoding 5.7 vs 41 passages/s, bench/bench_encode.py)."""
-    import torch
+    import torch  # torch: kept out of the core's import (params validation and the DAG writer ask the policy without it)
 
     if device_type == "cuda":
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
@@ -98,8 +100,6 @@ def native_bf16(device_type: str = "cpu") -> bool:
 
 def cpu_name() -> str:
     """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
-    import platform
-
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
             for line in handle:
@@ -117,11 +117,9 @@ def host() -> dict:
     A stage process that never imported torch (BM25, TF-IDF, the hybrids, the notebook runner: its kernel is another
     process) on a machine without an NVIDIA driver reads the CPU's flags instead of importing torch to ask: that
     import cost 1.5-2 s at the end of every such stage (measured on 2 cores), the same answer."""
-    import sys
-
     if "torch" not in sys.modules and not _nvidia_driver():
         return {"cpu": cpu_name(), "cores": os.cpu_count(), "cpu_native_bf16": _cpu_flags_bf16(), "gpus": []}
-    import torch
+    import torch  # torch: only where a stage already holds it or a GPU is there (above)
 
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
     return {"cpu": cpu_name(), "cores": os.cpu_count(), "cpu_native_bf16": native_bf16("cpu"), "gpus": gpus}
@@ -160,7 +158,7 @@ def autocast_dtype(value: str | None, device_type: str = "cpu") -> str | None:
 
 def describe() -> dict[str, Any]:
     """What a stage's metrics record of the policy: the setting, the device it resolved to, and the GPU's name."""
-    import torch
+    import torch  # torch: kept out of the core's import (params validation and the DAG writer ask the policy without it)
 
     device = resolve()
     out: dict[str, Any] = {"setting": setting_in_force(), "device": str(device)}

@@ -26,6 +26,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+from dvc_data.hashfile.hash_info import HashInfo
+from dvc_data.hashfile.tree import Tree
+
 from ecqg.core import cli
 
 TEST_FILES = ("table3.json", "mechanism.json", "encoder_comparison.json")
@@ -140,8 +144,6 @@ def identity(folder: Path) -> dict | None:
 
 def _lock_state(lock_text: str) -> tuple[dict[str, str], dict[str, Any]]:
     """The code files (path -> md5) and params (dotted key -> value) a ``dvc.lock``'s stages ran with."""
-    import yaml
-
     code, params = {}, {}
     for name, entry in ((yaml.safe_load(lock_text) or {}).get("stages") or {}).items():
         if name in SKIPPED_STAGES:
@@ -168,8 +170,6 @@ def _commit_state(commit: str, changed: Mapping, paths: list[str], keys: list[st
                   ) -> tuple[dict[str, str | None], dict[str, Any]] | None:
     """The md5 of ``paths`` and the values of params ``keys`` at ``commit`` (git), ``changed`` on top; None without
     git or the commit."""
-    import yaml
-
     text = _git_show(f"{commit}:params.yaml")
     if text is None:
         return None
@@ -187,9 +187,6 @@ def _git_md5(commit: str, path: str) -> str | None:
     digests = {name: hashlib.md5(_git(["cat-file", "blob", sha], binary=True)).hexdigest() for name, sha in entries}
     if list(digests) == [path]:
         return digests[path]
-    from dvc_data.hashfile.hash_info import HashInfo
-    from dvc_data.hashfile.tree import Tree
-
     tree = Tree()
     for name, digest in digests.items():
         tree.add(tuple(name[len(path.rstrip("/")) + 1:].split("/")), None, HashInfo("md5", digest))
@@ -198,8 +195,6 @@ def _git_md5(commit: str, path: str) -> str | None:
 
 
 def _current_profile() -> str | None:
-    import yaml
-
     try:
         return (yaml.safe_load(Path("params.yaml").read_text(encoding="utf-8")) or {}).get("profile")
     except OSError:

@@ -169,10 +169,11 @@ def draw_dose_curve(metrics_dir: Path, out: Path) -> Path | None:
     rows = dose_rows(inputs["table3"] or {}, full_set_size(inputs["mixing"]), inputs["evidence"])
     if not rows:
         return None
+    # matplotlib: kept out of --help; the Agg backend is set before pyplot loads, only when a curve is drawn
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # matplotlib: after the backend is set
 
     sizes = list(dict.fromkeys(r["size"] for r in rows))      # rows run from the smallest size to the full set
     xs = {size: i for i, size in enumerate(sizes)}

@@ -18,8 +18,19 @@ from pathlib import Path
 
 import numpy as np
 
-from ecqg.analysis.stats import (Interval, combined_se, conservative, one_sample_interval, se_from_ci, t_interval,
-                        welch_interval)
+from ecqg.analysis.over_runs import defensible_tests, printed_rule
+from ecqg.analysis.run_evidence import UNTRAINED_SEED, Evidence
+from ecqg.analysis.stats import (
+    Interval,
+    bootstrap_ci,
+    combined_se,
+    conservative,
+    one_sample_interval,
+    se_from_ci,
+    t_interval,
+    welch_interval,
+)
+from ecqg.report.markdown import load_metrics
 
 
 @dataclass(frozen=True)
@@ -144,8 +155,6 @@ class Measured:
 
 def pairing(seeds_a: tuple[int, ...], seeds_b: tuple[int, ...]) -> bool:
     """The design pairs two arms when they ran with the same training seeds (more than one, none untrained)."""
-    from ecqg.analysis.run_evidence import UNTRAINED_SEED
-
     return seeds_a == seeds_b and len(seeds_a) > 1 and UNTRAINED_SEED not in seeds_a
 
 
@@ -154,9 +163,6 @@ def measured(a: np.ndarray, seeds_a: tuple[int, ...], b: np.ndarray | None = Non
              confidence: float = 0.95) -> Measured:
     """A - B (or A alone) over runs and over units, from units x runs matrices; ``same_runs``: the two matrices are
     two measures of the same runs (two slices of one model), paired by construction."""
-    from ecqg.analysis.over_runs import printed_rule, defensible_tests
-    from ecqg.analysis.stats import bootstrap_ci
-
     a, b = a * scale, None if b is None else b * scale
     if b is None:
         a = a[~np.isnan(a).any(axis=1)]
@@ -219,9 +225,6 @@ def slices_difference(ev, system: str, kind: str, first: str, second: str, k: in
 def claim_inputs(metrics_dir: Path) -> dict:
     """Everything the claims table and the dose curve read from one profile's committed results: the metrics files
     and, where the profile has them, the per-run files (``evidence``)."""
-    from ecqg.analysis.run_evidence import Evidence
-    from ecqg.report.markdown import load_metrics
-
     return {"table3": load_metrics(metrics_dir, "table3.json"),
             "comparison": load_metrics(metrics_dir, "encoder_comparison.json"),
             "bias": load_metrics(metrics_dir, "attention_bias.json"),

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ecqg.report import evidence
+from ecqg.report.claim import claim_rows
+from ecqg.report.evidence import claim_inputs
 from ecqg.report.markdown import load_metrics, md_table, num, subtree
-
-
 
 HEADLINE_SYSTEMS = {"bm25": "bm25", "dpr_baseline": "dpr", "dpr_uncon": "uncon", "dpr_mixed": "mixed"}
 # The README's answer: NQ Top-1 of the paper's three systems, their differences over training runs and, where both
@@ -29,9 +29,6 @@ def headline(metrics_dir: str | Path, full: bool = False) -> dict:
 
 
 def _readme_rows(metrics_dir: Path) -> dict:
-    from ecqg.report.claim import claim_rows
-    from ecqg.report.evidence import claim_inputs
-
     inputs = claim_inputs(metrics_dir)
     out: dict = {}
     for system in ("dpr_baseline", "dpr_uncon", "dpr_mixed"):

@@ -7,8 +7,9 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ecqg.core.io import read_json
 from ecqg.analysis.labels import ENCODER_LABELS, SYSTEM_LABELS
+from ecqg.core.bases import describe
+from ecqg.core.io import read_json
 
 CLAIM_BLOCK = re.compile(r"<!-- claim:([A-Za-z0-9_-]+):(start|end) -->")
 TABLE3_ORDER = tuple(SYSTEM_LABELS)   # the paper's rows, then the related system's (Poly-DPR, hybrids)
@@ -16,8 +17,6 @@ TABLE3_ORDER = tuple(SYSTEM_LABELS)   # the paper's rows, then the related syste
 def base_encoder_note(base_model: str | None) -> str:
     """What a base that already learned retrieval means for the dense rows (empty for one that did not), from the
     declared facts of ``ecqg.core.bases``."""
-    from ecqg.core.bases import describe
-
     base = describe(base_model)
     if base is None or not base.learned_retrieval:
         return ""

@@ -5,9 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ecqg.report.markdown import EXPLORATORY, TABLE3_ORDER, accuracy_cell, label, md_table, num, ordered, pval, with_ci
-
-
+from ecqg.analysis.mechanism import THIRDS
+from ecqg.report.markdown import (
+    EXPLORATORY,
+    TABLE3_ORDER,
+    accuracy_cell,
+    label,
+    md_table,
+    num,
+    ordered,
+    pval,
+    with_ci,
+)
+from ecqg.retrieval.probes import BUCKETS
 
 MECHANISM_KS = (1, 5, 20)
 
@@ -43,9 +53,6 @@ def _paired_slice_rows(paired: Mapping, slices: Sequence[str], ks: Sequence[int]
 def render_mechanism(mech: Mapping) -> str:
     """Notebook 07: Top-k by answer position with PSI, by the baseline's attention to the answer entity, and the
     moved-sentence gaps, each with CIs and paired differences of the dense variants."""
-    from ecqg.analysis.mechanism import THIRDS
-    from ecqg.retrieval.probes import BUCKETS
-
     out = ["#### Where the method acts (notebook 07)\n"]
     setting = mech.get("setting", {})
     out.append(f"NQ test ({setting.get('questions', '?')} questions); dense rows are seed-means; 95% bootstrap CIs"

@@ -3,8 +3,8 @@ bar (``ecqg.qg.quality.BAR``) along the filter chain, beside real questions, wit
 
 Why beside the claims table: a verdict about entity-conditioned pre-training means something only when the questions
 it pre-trained on are questions about their passage; a reader should see what they were like before reading it.
-Reads ``question_quality.json`` (stage 04, from 3 Dec 2026) and, for every profile, stage 02's held-out quality and
-stage 03's filter settings (``question_generation.json``, ``filtering.json``).
+Reads ``question_quality.json`` (stage 04; a run before it has none) and, for every profile, stage 02's held-out
+quality and stage 03's filter settings (``question_generation.json``, ``filtering.json``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from ecqg.qg import wellformed
+from ecqg.qg.generators import by_construction, construction_note, describe
 from ecqg.qg.quality import BAR
 from ecqg.report.markdown import load_metrics, md_table
+from ecqg.runtime.models import load_spacy
 
 MEASURES = (("answer_in_passage", "answer in passage"), ("about_entity", "about its entity"),
             ("repeated_word", "word repeated back to back"), ("fragment", "fragment"),
@@ -72,8 +75,6 @@ def _architecture(generation: Mapping | None) -> str | None:
 def _generator_line(generation: Mapping | None, quality: Mapping | None) -> str:
     """Which generator wrote the questions (named for what it is: the registry's description), which measures hold
     by construction for it, and whether each replicate has its own set (the rows pool them)."""
-    from ecqg.qg.generators import by_construction, construction_note, describe
-
     arch = _architecture(generation)
     if arch is None:
         return ""
@@ -91,14 +92,11 @@ def _generator_line(generation: Mapping | None, quality: Mapping | None) -> str:
 
 
 def _with_wellformed(quality: Mapping) -> tuple[list[dict], str]:
-    """The quality rows with the fragment and wh-type measures; a run that predates them (stage 04 before 5 Dec
-    2026) gets them from the questions its page prints, on the rows that have such a sample, and says so."""
+    """The quality rows with the fragment and wh-type measures; a run whose stage 04 predates them gets them from
+    the questions its page prints, on the rows that have such a sample, and says so."""
     rows = [dict(r) for r in quality["rows"]]
     if all("fragment" in r for r in rows):
         return rows, ""
-    from ecqg.qg import wellformed
-    from ecqg.runtime.models import load_spacy
-
     nlp = load_spacy(disable=("lemmatizer",))
     samples = quality.get("samples", {})
     done = []
@@ -123,8 +121,6 @@ def render_question_quality(metrics_dir: Path) -> str:
            f"The method's bar (`ecqg.qg.quality.BAR`, ✗ where missed): {_bar_text()}. "
            + _filter_line(filtering) + _generator_line(generation, quality) + "\n"]
     if quality:
-        from ecqg.qg.generators import by_construction
-
         held = by_construction(_architecture(generation)) if _architecture(generation) else frozenset()
         rows, from_samples = _with_wellformed(quality)
         table = [[r["set"], r["stage"], f"{r['questions']:,}",

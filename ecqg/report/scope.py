@@ -18,9 +18,9 @@ from pathlib import Path
 from ecqg.core import paper as reported
 from ecqg.core.bases import base_name, describe
 from ecqg.core.variants import UNTRAINED, UNTRAINED_SYSTEM
+from ecqg.qg.generators import describe as describe_generator
 from ecqg.report.fine_tuning import training_runs
 from ecqg.report.markdown import load_metrics, num, subtree
-
 
 
 def _phase(runs: Sequence[Mapping], variant: str, phase: str) -> Mapping:
@@ -33,8 +33,6 @@ def _top1(table3: Mapping, system: str) -> float | None:
 
 
 def _generator(metrics_dir: Path) -> str | None:
-    from ecqg.qg.generators import describe as describe_generator
-
     qg = load_metrics(metrics_dir, "question_generation.json") or {}
     architecture = qg.get("architecture")
     if not architecture:

@@ -6,12 +6,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ecqg.analysis.labels import DATASET_LABELS, ENCODER_LABELS, SUBSET_LABELS
+from ecqg.analysis.stats import hierarchical_bootstrap
 from ecqg.core import paper as reported
 from ecqg.core.bases import untrained_label
 from ecqg.core.variants import UNTRAINED_SYSTEM
-from ecqg.analysis.labels import DATASET_LABELS, ENCODER_LABELS, SUBSET_LABELS
-from ecqg.report.markdown import (EXPLORATORY, KS, TABLE3_ORDER, accuracy_cell, base_encoder_note, label, md_table,
-                                 num, ordered, pval, with_ci)
+from ecqg.report.evidence import BOOT_SEED, N_BOOT
+from ecqg.report.markdown import (
+    EXPLORATORY,
+    KS,
+    TABLE3_ORDER,
+    accuracy_cell,
+    base_encoder_note,
+    label,
+    md_table,
+    num,
+    ordered,
+    pval,
+    with_ci,
+)
 
 
 def _paper_cells(dataset: str, subset: str) -> dict[tuple[str, int], float]:
@@ -118,9 +131,6 @@ def _same_seed(paired: Mapping, ev) -> dict:
     against DPR's five) recomputed from the per-run files at the seed both ran, on the test sets the files hold
     (question-level paired bootstrap, as the results stage does); the pair is named ``<a>_minus_<b>@s<seed>``.
     Where the files cannot give it (an NQ subset, or no files), the stored row stays, marked ``mixed_runs``."""
-    from ecqg.analysis.stats import hierarchical_bootstrap
-    from ecqg.report.evidence import BOOT_SEED, N_BOOT
-
     out: dict = {}
     for pair, by_set in paired.items():
         a, _, b = pair.partition("_minus_")

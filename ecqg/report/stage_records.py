@@ -7,8 +7,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from ecqg.core.io import read_json
 from ecqg.analysis.labels import DATASET_LABELS
+from ecqg.core.io import read_json
 from ecqg.report.fine_tuning import training_runs
 from ecqg.report.markdown import STAGE_ORDER, load_metrics, md_table
 
@@ -79,7 +79,7 @@ def host_label(host: Mapping | None) -> str:
 
 def _stage_position(name: str) -> tuple[int, bool, str]:
     """Pipeline order; a seeded run (``05_dpr_training.baseline-2022``) sits where its variant does, a replicate's
-    pre-training (``05_dpr_training.uncon-pre-2022``; before 1 Dec one per variant, ``...uncon-pre``) first."""
+    pre-training (``05_dpr_training.uncon-pre-2022``; an older run's: one per variant, ``...uncon-pre``) first."""
     base = re.sub(r"(-pre)?(-\d+)?$", "", name)
     pre = "-pre-" in name or name.endswith("-pre")
     return (STAGE_ORDER.index(base) if base in STAGE_ORDER else len(STAGE_ORDER), not pre, name)

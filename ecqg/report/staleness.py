@@ -15,11 +15,21 @@ The lock of the mini profile is the repository's ``dvc.lock``; a profile run in 
 
 from __future__ import annotations
 
+import hashlib
+import tempfile
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
 import yaml
+from dvc.fs import LocalFileSystem
+from dvc.ignore import DvcIgnoreFilter
+from dvc_data.hashfile.build import build
+from dvc_data.hashfile.db import HashFileDB
+from ruamel.yaml import YAML
+
+from ecqg.core import config, settings
+from ecqg.tooling import dvc_stages
 
 PRODUCED = ("outputs/", "results/")     # DVC outputs: not in a fresh clone, their staleness is their stage's
 SELF = "report"                         # renders this list; its own entry is written after it runs
@@ -28,21 +38,11 @@ SELF = "report"                         # renders this list; its own entry is wr
 @lru_cache(maxsize=None)
 def tree_hash(path: str, root: str) -> str | None:
     """DVC's md5 of a file, or ``<md5>.dir`` of a folder (``.dvcignore`` respected); None when it is missing."""
-    from dvc.fs import LocalFileSystem
-
     full = Path(root) / path
     if full.is_file():
-        import hashlib
-
         return hashlib.md5(full.read_bytes()).hexdigest()
     if not full.is_dir():
         return None
-    import tempfile
-
-    from dvc.ignore import DvcIgnoreFilter
-    from dvc_data.hashfile.build import build
-    from dvc_data.hashfile.db import HashFileDB
-
     fs = LocalFileSystem()
     with tempfile.TemporaryDirectory() as scratch:
         _, _, obj = build(HashFileDB(fs, scratch), str(full), fs, "md5", ignore=DvcIgnoreFilter(fs, root))
@@ -60,9 +60,7 @@ def _flat(tree, prefix: str = "") -> dict[str, object]:
 
 def read_lock(path: str | Path) -> dict:
     """``dvc.lock`` read as DVC reads it, in YAML 1.2: PyYAML (YAML 1.1) would read DVC's ``lr: 5e-05`` as a
-    string and ``mixed_precision: no`` as False, and list unchanged stages as stale (17 on mini's page on 2 Dec)."""
-    from ruamel.yaml import YAML
-
+    string and ``mixed_precision: no`` as False, and list unchanged stages as stale."""
     return YAML(typ="safe", pure=True).load(Path(path).read_text(encoding="utf-8")) or {}
 
 
@@ -120,9 +118,6 @@ def stale_banner(count: int) -> str:
 def staleness(profile: str, root: str | Path = ".") -> tuple[str, int | None]:
     """The results page's section (the stale stages and what changed, or that none is, or that no lock was kept)
     and the number of stale stages (None when no lock was kept)."""
-    from ecqg.core import config, settings
-    from ecqg.tooling import dvc_stages
-
     root = Path(root)
     head = "#### Stages stale against the committed code\n\n"
     lock_path = profile_lock(profile, root)

@@ -74,7 +74,7 @@ def estimate(passages: int, dim: int, vectors_per_passage: int, kind: str,
 
 def available_memory() -> int:
     """Memory this process may still take: ``MemAvailable`` (what the kernel can give without swapping)."""
-    import psutil
+    import psutil  # psutil: not a declared dependency of its own (it comes with accelerate): asked only here
 
     return int(psutil.virtual_memory().available)
 

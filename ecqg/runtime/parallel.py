@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from ecqg.core import cli, device, paths
-from ecqg.core.io import write_json
+from ecqg.core.io import atomic_path, write_json
+from ecqg.core.logs import setup_logging
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ def gpus() -> int:
     setting = device.setting_in_force()
     if setting == "cpu" or setting.startswith("cuda:"):
         return 1
-    import torch
+    import torch  # torch: kept out of the launcher's import (a CPU step never needs it to ask)
 
     return max(1, torch.cuda.device_count()) if torch.cuda.is_available() else 1
 
@@ -150,9 +151,7 @@ def _run_relaying(command: list[str], task: str, n: int, cpu: bool = False) -> N
 
 def worker(job_dir: str | Path) -> int:
     """One process of a job: its rank from Accelerate, the device of its local rank, its block, its part file."""
-    from accelerate import PartialState
-
-    from ecqg.core.io import atomic_path
+    from accelerate import PartialState  # accelerate, torch: only in a worker process
 
     job_dir = Path(job_dir)
     job = json.loads((job_dir / JOB_FILE).read_text(encoding="utf-8"))
@@ -177,9 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = cli.parser("ecqg.runtime.parallel", __doc__, usage="torchrun ... -m ecqg.runtime.parallel JOB_DIR")
     parser.add_argument("job_dir", help="the job directory a step wrote (its job description and model)")
     job_dir = parser.parse_args(argv).job_dir
+    # torch: kept out of --help
     from torch.distributed.elastic.multiprocessing.errors import record
-
-    from ecqg.core.logs import setup_logging
 
     setup_logging()
     return record(worker)(job_dir)

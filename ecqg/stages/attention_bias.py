@@ -11,7 +11,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from ecqg.analysis.attention import AttentionStudy, select_entities
+from ecqg.analysis.attention import AttentionStudy, analyze_passages, select_entities
 from ecqg.core import settings
 from ecqg.stages.common import pool_passages, subset, test_gold_ids  # noqa: F401  (notebook 06: attention_bias.subset)
 
@@ -39,8 +39,6 @@ def conditioning_input(attention: settings.Attention, test_sets: Mapping[str, st
     500k questions), measured with the same analysis (:func:`sample_passages`: ``test_sets``, ``seed``). Returns
     the records and how many passages were measured.
     """
-    from ecqg.analysis.attention import analyze_passages
-
     wanted = attention.condition_passages
     if wanted is None:
         return qg_entities(selection, studied), {"passages": len(studied), "reused_study": True}

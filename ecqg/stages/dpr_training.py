@@ -17,15 +17,27 @@ import time
 from typing import Mapping
 
 from ecqg.core import choices, paths, settings, variants
-from ecqg.data.dpr import read_dpr_retriever_json
-from ecqg.core.io import copy_directory, empty_directory
+from ecqg.core.io import copy_directory, empty_directory, write_csv
 from ecqg.core.variants import UNTRAINED
-from ecqg.stages.common import fingerprint, primary_seed
-from ecqg.stages.finetune_validation import CURVE_DIR
+from ecqg.data.dpr import read_dpr_retriever_json
 from ecqg.retrieval import convergence
-from ecqg.retrieval.retriever import Retriever, build_retriever, is_saved_retriever, load_retriever
-from ecqg.retrieval.train import TrainConfig, latest_checkpoint, train_biencoder, without_timings
+from ecqg.retrieval.retriever import (
+    Retriever,
+    build_retriever,
+    is_saved_retriever,
+    load_retriever,
+)
+from ecqg.retrieval.train import (
+    TrainConfig,
+    latest_checkpoint,
+    train_biencoder,
+    without_timings,
+)
 from ecqg.retrieval.train_data import data_fingerprint, split_records
+from ecqg.runtime import parallel
+from ecqg.runtime.hf_training import resolve_mixed_precision
+from ecqg.stages.common import fingerprint, primary_seed
+from ecqg.stages.finetune_validation import CURVE_DIR, corpus_validator
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +236,7 @@ def train_variant(variant: str, s: settings.Params, seed: int, progress: bool = 
     the pre-training. The seed steers batch order, dropout and the held-out split (and a Poly-DPR's code start
     without pre-training); the gold sub-sample (``max_examples``) is the same for every seed.
 
-    Checkpoints (with optimizer state, about 0.5 GB each for MiniLM) serve only to resume a killed run: once the
+    Checkpoints (with optimizer state, several times the model's size each) serve only to resume a killed run: once the
     model is saved, the variant's checkpoint directory is emptied, older settings' runs included.
     """
     own = kind_block(s, retriever_kind(variant, s.dpr))
@@ -271,8 +283,6 @@ def train_replicate(variant: str, s: settings.Params, seed: int, phase: str = "f
     are those of one process (``tests/test_parallel.py`` trains both ways and compares). Returns the phase's
     figures. Takes the whole tree: the phase's (:func:`pretrain_variant`, :func:`train_variant`), and ``processes``,
     ``launcher_args``; the workers rebuild it from the job."""
-    from ecqg.runtime import parallel
-
     if phase not in ("pretrain", "finetune"):
         raise ValueError(f"phase must be 'pretrain' or 'finetune', not {phase!r}")
     n = parallel.processes(s.processes)
@@ -311,8 +321,6 @@ def _finetune_validation(dpr: settings.Dpr, data: settings.Data, retrieval: sett
     the corpus (:mod:`ecqg.stages.finetune_validation`), and for the first seed with ``curve_runs`` the test
     runs of every snapshot; ``(None, None)`` for DPR's pool validation. ``probe_seed``: the profile's ``seed`` (the
     moved-sentence probe's sample); ``seed``: the replicate's."""
-    from ecqg.stages.finetune_validation import corpus_validator
-
     finetune = dpr.finetune
     if finetune.validation != "corpus":
         return None, None
@@ -323,8 +331,6 @@ def _finetune_validation(dpr: settings.Dpr, data: settings.Data, retrieval: sett
 def training_summary(dpr: settings.Dpr, profile: str, result: Mapping, variant: str, seed: int, phase: str) -> dict:
     """What ``results/<profile>/dpr_<variant>[_pre]_s<seed>_training.json`` records of one training phase (its
     settings: ``dpr.<phase>``)."""
-    from ecqg.runtime.hf_training import resolve_mixed_precision
-
     history = result["history"]
     validation = [h for h in history if "val_top1" in h]
     rates = [h["examples_per_s"] for h in history if h.get("examples_per_s")]
@@ -354,8 +360,6 @@ def write_training_plots(profile: str, history: list[dict], run_name: str) -> li
     """Loss and validation curves of one training phase as DVC plot data:
     ``results/<profile>/plots/{training,validation}/<run_name>.csv`` (``dvc plots show``); ``run_name`` is
     ``dpr_<variant>_s<seed>``, or ``dpr_<variant>_pre_s<seed>`` for a pre-training."""
-    from ecqg.core.io import write_csv
-
     return [write_csv(paths.plot_data(profile, f"training/{run_name}.csv"), history, ["step", "loss"]),
             write_csv(paths.plot_data(profile, f"validation/{run_name}.csv"),
                       [h for h in history if "val_top1" in h],

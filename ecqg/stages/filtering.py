@@ -13,26 +13,43 @@ import time
 from typing import Any, Mapping, Sequence
 
 from ecqg.core import paths, settings
-from ecqg.core.io import empty_directory
+from ecqg.core.io import empty_directory, write_jsonl
 from ecqg.core.schemes import of_stage
 from ecqg.data.records import read_squad2_unanswerable
-from ecqg.stages.common import passages_by_id  # noqa: F401  (notebooks 03 / 04 / 06 read passages through here)
+from ecqg.filtering import (
+    answer_in_passage_filter,
+    build_mrc_model,
+    check_generated,
+    dpr_hardness,
+    hardness_filter,
+    mrc_examples,
+    read_generated,
+    roundtrip_filter,
+    save_mrc,
+    split_by_passage,
+    train_mrc,
+)
+from ecqg.filtering.reader import predict_in_processes
+from ecqg.retrieval.faiss_index import load_index
+from ecqg.retrieval.retriever import load_retriever
+from ecqg.stages.common import (
+    fingerprint,
+    passages_by_id,  # noqa: F401  (notebooks 03 / 04 / 06 read passages through here)
+    primary_seed,
+)
+from ecqg.stages.question_generation import gold_triples
 
 
 def generated_questions(replicates: Sequence[int | None]) -> dict[str, list[dict]]:
     """Stage 02's sampled questions per generator (every replicate's set, ``replicates``:
     :func:`ecqg.core.variants.generation_seeds`; each record naming its ``replicate`` where they are per replicate),
     validated (errors name the file, line and field)."""
-    from ecqg.filtering import read_generated
-
     return {g: [r for seed in replicates for r in read_generated(paths.generated_file(g, seed))]
             for g in of_stage()}
 
 
 def probe_questions() -> list[dict]:
     """Stage 02's Table 1 probe questions (conditioned, about highest- and lowest-attended entities)."""
-    from ecqg.filtering import read_generated
-
     return list(read_generated(paths.QG_PROBES))
 
 
@@ -43,9 +60,6 @@ def mrc_data(mrc: settings.Mrc, unanswerable_file: str, seed: int) -> tuple[list
     """SQuAD2-style training and held-out examples from the gold triples and the SQuAD 2.0 unanswerables
     (``unanswerable_file``: ``data.mrc_unanswerable``), split by passage; the training part sub-sampled to
     ``mrc.train.max_examples`` and the held-out part to ``mrc.eval_examples`` (both seeded by ``seed``)."""
-    from ecqg.filtering import mrc_examples, split_by_passage
-    from ecqg.stages.question_generation import gold_triples
-
     triples, passages, _ = gold_triples()  # the bundle's triples, or the paper profile's DPR positives
     unanswerable = list(read_squad2_unanswerable(unanswerable_file))
     passages.update(passages_by_id({u["passage_id"] for u in unanswerable}))
@@ -64,9 +78,6 @@ def reader(mrc: settings.Mrc, seed: int, train: list[dict], progress: bool = Tru
     """The MRC reader: ``mrc.model`` as is (``train_model: false``), or trained here on ``train`` (resumable);
     saved to ``outputs/filtering/mrc_model``, its checkpoints dropped once it is saved. Returns model, tokenizer,
     training figures (None when not trained)."""
-    from ecqg.filtering import build_mrc_model, save_mrc, train_mrc
-    from ecqg.stages.common import fingerprint
-
     model, tokenizer = build_mrc_model(mrc.model, seed=seed)
     figures = None
     if mrc.train_model:
@@ -86,8 +97,6 @@ def read(model, tokenizer, questions: list[dict], passages: Mapping | None, mrc:
     """The reader's answers to ``questions`` (with striding) and the questions per second; with ``processes``
     above 1 split over torchrun workers (``launcher_args``: the params' own); ``mrc.predict_batch_size`` windows a
     forward pass, under ``mrc.autocast``."""
-    from ecqg.filtering.reader import predict_in_processes
-
     start = time.perf_counter()
     predictions = predict_in_processes(model, tokenizer, questions, passages, progress=progress,
                                        processes=processes, launcher_args=launcher_args,
@@ -105,12 +114,6 @@ def stage1(records: list[dict], predictions: Mapping, passages: Mapping, filteri
            ) -> tuple[list[dict], list[dict], dict]:
     """Stage 1 by ``filtering.stage1``: the MRC round trip, the answer-in-passage substitute, or ``none`` (stage 1
     skipped: every parsed question goes on to stage 2). The rule used is written into the metrics."""
-    from ecqg.filtering import (
-        answer_in_passage_filter,
-        check_generated,
-        roundtrip_filter,
-    )
-
     if filtering.stage1 == "roundtrip":
         return roundtrip_filter(records, predictions, filtering.min_confidence, filtering.require_overlap)
     if filtering.stage1 == "answer_in_passage":
@@ -121,8 +124,6 @@ def stage1(records: list[dict], predictions: Mapping, passages: Mapping, filteri
 
 def hardness_model(dpr: settings.Dpr) -> str:
     """The model stage 2 scores hardness with (the page states it): the first replicate's fine-tuned DPR."""
-    from ecqg.stages.common import primary_seed
-
     return f"dpr_baseline_s{primary_seed(dpr)} (DPR fine-tuned on the gold data, the first replicate)"
 
 
@@ -130,11 +131,6 @@ def stage2(records: list[dict], passages: Mapping, filtering: settings.Filtering
            progress: bool = True) -> tuple[list[dict], list[dict], dict, dict]:
     """Stage 2: the baseline DPR's score and own-passage rank for each survivor, then the hardness cut (the model of
     the primary seed, ``dpr.seeds[0]``)."""
-    from ecqg.filtering import dpr_hardness, hardness_filter
-    from ecqg.retrieval.faiss_index import load_index
-    from ecqg.retrieval.retriever import load_retriever
-    from ecqg.stages.common import primary_seed
-
     seed = primary_seed(dpr)
     model = load_retriever(paths.model_dir("baseline", seed))
     index, ids = load_index(paths.dense_index_dir("baseline", seed))
@@ -148,8 +144,6 @@ def stage2(records: list[dict], passages: Mapping, filtering: settings.Filtering
 def write_kept(kept: list[dict], replicates: Sequence[int | None]) -> dict[str, int]:
     """Stage 03's survivors, a file per generator and replicate (``replicates``:
     :func:`ecqg.core.variants.generation_seeds`; ``paths.kept_file``); returns the counts."""
-    from ecqg.core.io import write_jsonl
-
     counts = {}
     for seed in replicates:
         for g in of_stage():

@@ -12,16 +12,18 @@ import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ecqg.core import paths
-from ecqg.retrieval import evaluation
 from ecqg.analysis import tables
+from ecqg.analysis.mechanism import summarise_gaps
+from ecqg.core import paths
 from ecqg.core.io import read_json
 from ecqg.core.variants import BASELINE
-from ecqg.stages.finetune_validation import CURVE_DIR, MOVED_FILE
+from ecqg.retrieval import evaluation
 from ecqg.retrieval.run_files import read_run
+from ecqg.stages.finetune_validation import CURVE_DIR, MOVED_FILE
 
 _STEP_DIR = re.compile(r"^step-(\d{6})$")
 
@@ -72,8 +74,6 @@ def curve_tables(hits: Mapping, test_sets: Mapping[str, list[dict]], ks: Sequenc
 
 def plot_differences(differences: pd.DataFrame, k: int = 1):
     """Variant - DPR (Top-``k``, points, 95% CI) against fine-tuning steps, one panel per test set."""
-    import matplotlib.pyplot as plt
-
     sets = list(dict.fromkeys(differences.dataset)) if len(differences) else []
     fig, axes = plt.subplots(1, max(len(sets), 1), figsize=(4.5 * max(len(sets), 1), 3.6), squeeze=False)
     for ax, name in zip(axes[0], sets):
@@ -118,8 +118,6 @@ def gap_table(gaps: Mapping[str, np.ndarray], n_boot: int, seed: int, confidence
               baseline: str = BASELINE) -> pd.DataFrame:
     """Each snapshot's mean moved-sentence gap (CI over passages) and variant - DPR at the steps both reached, with
     ``variant`` and ``step`` columns (:func:`ecqg.analysis.mechanism.summarise_gaps`)."""
-    from ecqg.analysis.mechanism import summarise_gaps
-
     pairs = [(name, f"dpr_{baseline}@{name.rsplit('@', 1)[1]}") for name in gaps
              if not name.startswith(f"dpr_{baseline}@")]
     table = summarise_gaps(gaps, [p for p in pairs if p[1] in gaps], n_boot, seed, confidence)

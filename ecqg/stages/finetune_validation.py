@@ -1,7 +1,7 @@
 """Stage 05's validation for fine-tuning to convergence (``dpr.finetune.validation: corpus``), and the curve.
 
-Why not DPR's pool validation here: on the study's 364-passage pool (held-out positives and their hard negatives)
-every variant scored Top-1 0.60-0.62, so it could not tell models apart, let alone choose an epoch. Here each held-out
+Why not DPR's pool validation here: on the study's small pool (held-out positives and their hard negatives) every
+variant scores about the same Top-1, so it cannot tell models apart, let alone choose an epoch. Here each held-out
 gold question is retrieved over the whole searched corpus plus the held-out questions' own positive passages (the
 bundle's gold triples come from SQuAD / XQuAD passages that the searched corpus mostly lacks; without them those
 questions could not be answered at all), and Top-1/5/20 count answer-string hits, as Table 3 does.
@@ -19,8 +19,13 @@ import logging
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from ecqg.core import paths, settings
-from ecqg.core.io import read_jsonl
+from ecqg.core import device, paths, settings
+from ecqg.core.io import read_jsonl, write_json
+from ecqg.data.records import read_corpus
+from ecqg.retrieval import evaluation
+from ecqg.retrieval.probes import moved_sentence_scores
+from ecqg.retrieval.run_files import write_run
+from ecqg.stages.located import moved_pairs
 
 log = logging.getLogger(__name__)
 
@@ -39,14 +44,8 @@ def corpus_validator(dpr: settings.Dpr, data: settings.Data, retrieval: settings
     :func:`ecqg.retrieval.train.train_biencoder`; with ``curve_dir``, also the test sets' runs of each snapshot and
     its moved-sentence gaps (``dpr.finetune.curve_probe_passages`` pairs drawn with ``probe_seed``, the profile's
     ``seed``)."""
-    from ecqg.core import device
-    from ecqg.retrieval import evaluation
-    from ecqg.data.records import read_corpus
-    from ecqg.core.io import write_json
-    from ecqg.retrieval.probes import moved_sentence_scores
-    from ecqg.stages.located import moved_pairs
+    # torch, FAISS: kept out of finetune_curve's import (notebooks 06, 07)
     from ecqg.retrieval import dense, faiss_index
-    from ecqg.retrieval.run_files import write_run
 
     passages = list(read_corpus(paths.CORPUS))
     n_corpus = len(passages)

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from ecqg.core import paths, settings
-from ecqg.retrieval import probes
-from ecqg.data.records import read_corpus
 from ecqg.core.io import read_jsonl
+from ecqg.data.records import read_corpus
+from ecqg.data.text import analyze
+from ecqg.retrieval import probes
+from ecqg.retrieval.run_files import read_run
+from ecqg.retrieval.silver_gold import with_silver_gold
+from ecqg.runtime.models import from_pretrained
 
 log = logging.getLogger(__name__)
 
@@ -24,9 +29,6 @@ def nq_questions(data: settings.Data, retrieval: settings.Retrieval) -> list[dic
     """The NQ test questions, each with its gold passage ids: annotated (the bundle), or for a test set that has
     none (DPR's nq-test.csv) the first passage of BM25's ranking that contains an answer (:mod:`ecqg.retrieval.silver_gold`;
     ``gold_source`` says so, :func:`gold_counts` counts them; ``retrieval.depth``: the ranking's depth)."""
-    from ecqg.retrieval.run_files import read_run
-    from ecqg.retrieval.silver_gold import with_silver_gold
-
     if TEST_SET not in data.test_sets:
         raise ValueError(f"the mechanism evaluations need the '{TEST_SET}' test set in data.test_sets")
     questions = [q for _, q in read_jsonl(paths.questions_file(TEST_SET))]
@@ -38,8 +40,6 @@ def nq_questions(data: settings.Data, retrieval: settings.Retrieval) -> list[dic
 
 def gold_counts(questions: Sequence[Mapping]) -> dict[str, int]:
     """How many questions have annotated gold passages, silver ones (``gold_source``), or none."""
-    from collections import Counter
-
     return dict(Counter("none" if not q.get("gold_ids") else q.get("gold_source", "annotated") for q in questions))
 
 
@@ -52,8 +52,6 @@ def gold_passage_records(questions: Sequence[Mapping]) -> dict[str, dict]:
 def locate(questions: Sequence[Mapping], passages: Mapping[str, Mapping], spacy_batch_size: int = 64):
     """(locations, analyses): each question's gold passage and answer sentence, and the spaCy analysis (entities,
     sentences) of every located passage."""
-    from ecqg.data.text import analyze
-
     gold = probes.gold_passages(questions, {pid: p["text"] for pid, p in passages.items()})
     located = list(dict.fromkeys(gold.passage_id[gold.status == "ok"]))
     start = time.perf_counter()
@@ -64,7 +62,7 @@ def locate(questions: Sequence[Mapping], passages: Mapping[str, Mapping], spacy_
 
 def fits_encoder(dpr: settings.Dpr):
     """``fits(title, text)``: whether the passage encoder reads the whole passage (no truncation)."""
-    from ecqg.runtime.models import from_pretrained
+    # transformers: kept out of finetune_curve's import (notebooks 06, 07)
     from transformers import AutoTokenizer
 
     tokenizer = from_pretrained(AutoTokenizer, dpr.base_model)

@@ -15,27 +15,32 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ecqg.core import paths, settings, variants
-from ecqg.retrieval import evaluation, probes
 from ecqg.analysis import mechanism, tables
-from ecqg.stages import dpr_training
-from ecqg.stages.located import (TEST_SET, fits_encoder, gold_counts, gold_passage_records,  # noqa: F401
-                                   locate, moved_pairs, nq_questions)
+from ecqg.analysis.attention import cls_attention, entity_scores
+from ecqg.core import paths, settings, variants
+from ecqg.core.io import write_csv
+from ecqg.retrieval import evaluation, probes
+from ecqg.stages import dpr_training, hybrid, results
+from ecqg.stages.located import (  # noqa: F401
+    TEST_SET,
+    fits_encoder,
+    gold_counts,
+    gold_passage_records,
+    locate,
+    moved_pairs,
+    nq_questions,
+)
 
 log = logging.getLogger(__name__)
 
 def systems(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.Hybrid) -> list[str]:
     """07's systems: Table 3's rows (``ecqg.stages.results.table3_systems``), each with an NQ run."""
-    from ecqg.stages import results
-
     return results.table3_systems(dpr, mixing, fused)
 
 
 def dense_systems(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.Hybrid) -> list[str]:
     """Table 3's dense rows (the untrained encoder, the pre-training-only rows, every trained variant): the systems
     the moved-sentence probe loads, one model per training seed."""
-    from ecqg.stages import hybrid, results
-
     hybrids = set(hybrid.systems(fused))
     return [s for s in results.table3_systems(dpr, mixing, fused) if s not in results.SPARSE_SYSTEMS
             and s not in hybrids]
@@ -44,8 +49,6 @@ def dense_systems(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.Hy
 def pairs(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.Hybrid) -> list[tuple[str, str]]:
     """07's paired comparisons: Table 3's among the dense models (``ecqg.core.variants``), not those against a sparse
     run or the untrained encoder."""
-    from ecqg.stages import results
-
     return [(a, b) for a, b in results.comparison_pairs(dpr, mixing, fused)
             if a.startswith("dpr_") and b.startswith("dpr_")]
 
@@ -85,8 +88,6 @@ def entity_attention(dpr: settings.Dpr, batch_size: int, min_entities: int, loca
     """Per question (aligned with ``questions``): the baseline DPR's attention rank of its answer entity among its
     gold passage's entities (first training seed, the model stage 01 studies), with a status for the others.
     ``batch_size``: ``attention.batch_size``; ``min_entities``: ``evaluation.mechanism.min_entities``."""
-    from ecqg.analysis.attention import cls_attention, entity_scores
-
     where = [i for i, r in enumerate(locations.itertuples()) if r.status == "ok"]
     matched = [mechanism.answer_entity(analyses[locations.passage_id.iloc[i]], evaluation._answers_of(questions[i]))
                for i in where]
@@ -143,8 +144,6 @@ def moved_sentence_gaps(dpr: settings.Dpr, pairs: Sequence[Mapping],
 def write_position_plot(table: pd.DataFrame, profile: str, k: int = 5) -> Path:
     """Top-k accuracy (%) by answer sentence (1, 2, 3 = 3+), one column per system: DVC plot data,
     ``results/<profile>/plots/position_top<k>.csv``."""
-    from ecqg.core.io import write_csv
-
     sel = table[table.k == k]
     systems = list(dict.fromkeys(sel.system))
     wide = sel.pivot(index="subset", columns="system", values="accuracy").mul(100).round(2)

@@ -10,15 +10,18 @@ from __future__ import annotations
 import random
 from typing import Any, Mapping, Sequence
 
-from ecqg.core import paths, settings
+from ecqg.core import paths, settings, variants
+from ecqg.core.io import read_jsonl
 from ecqg.core.schemes import of_stage
+from ecqg.filtering import mixing as mix
+from ecqg.filtering import read_generated
+from ecqg.qg.quality import BAR, bar_misses, set_measures
+from ecqg.runtime.models import load_spacy
 from ecqg.stages.common import passages_by_id  # noqa: F401  (notebooks 03 / 04 / 06 read passages through here)
 
 
 def kept_questions(seed: int | None = None) -> dict[str, list[dict]]:
     """Stage 03's survivors per generator (replicate ``seed``'s where each has its own set)."""
-    from ecqg.filtering import read_generated
-
     return {g: list(read_generated(paths.kept_file(g, seed))) for g in of_stage()}
 
 
@@ -28,9 +31,6 @@ def mix_replicate(seed: int | None, mixing: settings.Mixing, run_seed: int, test
     and the test questions (conditioned first, the scarcer), then UnCon and Mixed at ``mixing.total`` and their
     doses, sampled with the replicate's seed (the one shared set: ``run_seed``, the params' ``seed``). Returns the
     pools, sets, doses and their statistics."""
-    from ecqg.core import variants
-    from ecqg.filtering import mixing as mix
-
     kept = kept_questions(seed)
     pool, dedupe_stats = mix.dedupe(kept["con"] + kept["uncon"], test_keys)
     pools = {g: [r for r in pool if r["generator"] == g] for g in kept}
@@ -49,20 +49,17 @@ def write_replicate(seed: int | None, mixed: Mapping[str, Any], examples: Mappin
     :func:`ecqg.core.variants.generation_seeds`) also to the sets' own paths, which the related system's stages
     (pseudo-queries, TempQG) and the analyses read. Returns the sizes, by set name (``uncon``, ``uncon_d400``, and
     ``... s<seed>`` for a replicate's own)."""
-    from ecqg.core import variants
-    from ecqg.filtering import mixing
-
     first = replicates[0]
     suffix = "" if seed is None else f" s{seed}"
     sizes = {}
     for name in ("mixed", "uncon"):
-        sizes[name + suffix] = mixing.write_set(variants.SETS[name].at(seed), mixed[name], examples)
+        sizes[name + suffix] = mix.write_set(variants.SETS[name].at(seed), mixed[name], examples)
         if seed is not None and seed == first:
-            sizes[name] = mixing.write_set(variants.SETS[name].path, mixed[name], examples)
+            sizes[name] = mix.write_set(variants.SETS[name].path, mixed[name], examples)
     for size, (dose_uncon, dose_mixed) in mixed["doses"].items():
         for name, records in (("uncon", dose_uncon), ("mixed", dose_mixed)):   # the dose curve (mixing.doses)
-            sizes[f"{name}_d{size}{suffix}"] = mixing.write_set(variants.dose_set(name, size).at(seed), records,
-                                                                examples)
+            sizes[f"{name}_d{size}{suffix}"] = mix.write_set(variants.dose_set(name, size).at(seed), records,
+                                                             examples)
     return sizes
 
 
@@ -72,9 +69,7 @@ def replicate_name(seed: int | None) -> str:
 
 def test_question_keys(test_sets: Mapping[str, str]) -> set[str]:
     """Question keys of every prepared test set (``data.test_sets``): no synthetic question may equal one."""
-    from ecqg.filtering.mixing import question_keys_of
-
-    return question_keys_of([paths.questions_file(name) for name in test_sets])
+    return mix.question_keys_of([paths.questions_file(name) for name in test_sets])
 
 
 # ============================================================================================ the questions' quality
@@ -84,8 +79,6 @@ QUALITY_SAMPLES = 30        # random questions of each set printed on the page
 def reference_questions(limit: int, seed: int) -> list[dict]:
     """Real questions over bundle passages, the quality table's reference row: the annotated gold triples (SQuAD 2.0,
     XQuAD, ...; a profile given DPR's retriever json has none, and the row is left out)."""
-    from ecqg.core.io import read_jsonl
-
     if not paths.TRAIN_GOLD.is_file():
         return []
     triples = [t for _, t in read_jsonl(paths.TRAIN_GOLD)]
@@ -99,9 +92,6 @@ def question_quality(decisions: list[dict], sets: Mapping[str, list[dict]], refe
     (``sets``: name -> records); and the real questions of ``reference`` as the row to compare with. Each row says
     which part of :data:`ecqg.qg.quality.BAR` it misses; ``samples`` random questions of each training set and of
     the reference are kept for the page."""
-    from ecqg.qg.quality import BAR, bar_misses, set_measures
-    from ecqg.runtime.models import load_spacy
-
     ids = {str(r["passage_id"]) for r in decisions} | {str(r["passage_id"]) for rs in sets.values() for r in rs}
     ids |= {str(r["passage_id"]) for r in reference}
     text_of = {pid: p["text"] for pid, p in passages_by_id(ids).items()}

@@ -46,16 +46,23 @@ import numpy as np
 import pandas as pd
 
 from ecqg.analysis.attention import cls_attention, entity_scores, select_entities
+from ecqg.analysis.encoder_comparison import probe_scores
 from ecqg.analysis.mechanism import answer_entity, attention_third
 from ecqg.analysis.stats import one_sample_interval
-from ecqg.core import cli, config, settings, variants
+from ecqg.core import cli, config, paths, settings, variants
 from ecqg.core import paper as reported
 from ecqg.core.bases import base_name, describe
+from ecqg.core.device import host
 from ecqg.core.io import write_json, write_text
+from ecqg.core.logs import setup_logging
+from ecqg.data.text import analyze
 from ecqg.report.markdown import md_table, num
+from ecqg.retrieval.evaluation import _answers_of, hit_matrix
+from ecqg.retrieval.run_files import read_run
 from ecqg.stages import dpr_training as dense
 from ecqg.stages import located
 from ecqg.stages.attention_bias import sample_passages
+from ecqg.stages.results import load_passage_texts
 
 log = logging.getLogger(__name__)
 
@@ -118,8 +125,7 @@ def probe_gaps(model, selection: pd.DataFrame, passages: Mapping[str, Mapping], 
     """Per passage with a question about both: the model's score of the question about its highest-attended entity
     minus that about its (rank-1) lowest-attended one; questions written by the cloze generator about each entity
     (one sample, seeded per passage and entity, as stage 02's probes)."""
-    from ecqg.analysis.encoder_comparison import probe_scores
-    from ecqg.qg.cloze import Cloze
+    from ecqg.qg.cloze import Cloze  # transformers: kept out of --help
 
     picked = selection[(selection.role == "highest") | ((selection.role == "lowest") & (selection["rank"] == 1))]
     inputs = [{"passage_id": r.passage_id, "title": passages[r.passage_id].get("title") or "",
@@ -139,8 +145,6 @@ def answer_thirds(model, questions: Sequence[Mapping], locations: pd.DataFrame, 
                   passages: Mapping[str, Mapping], batch_size: int, min_entities: int) -> dict[str, list]:
     """Per aggregation, per question: the third (most / middle / least attended) of its gold passage's entities that
     its answer entity falls in under ``model``'s [CLS] attention, None where it has no such entity."""
-    from ecqg.retrieval.evaluation import _answers_of
-
     where = [i for i, r in enumerate(locations.itertuples()) if r.status == "ok"]
     matched = {i: answer_entity(analyses[locations.passage_id.iloc[i]], _answers_of(questions[i])) for i in where}
     todo = [i for i in where if matched[i] is not None]
@@ -161,10 +165,6 @@ def answer_thirds(model, questions: Sequence[Mapping], locations: pd.DataFrame, 
 
 
 def _hits(system: str, questions: Sequence[Mapping], text_of: Mapping[str, str]) -> np.ndarray:
-    from ecqg.core import paths
-    from ecqg.retrieval.evaluation import hit_matrix
-    from ecqg.retrieval.run_files import read_run
-
     hits = hit_matrix(read_run(paths.run_file(system, located.TEST_SET)), questions, text_of, max(KS))
     return np.stack([hits[:, :k].any(axis=1) for k in KS], axis=1).astype(float)
 
@@ -278,8 +278,6 @@ def summarise(per_model: Mapping[str, Sequence[Mapping]]) -> dict:
 
 def studied(attention: settings.Attention, test_sets: Mapping[str, str], seed: int) -> dict:
     """Stage 01's passages and their spaCy analyses (shared by every model measured)."""
-    from ecqg.data.text import analyze
-
     passages, sampling = sample_passages(attention, test_sets, seed)
     return {"passages": passages, "analyses": analyze([p["text"] for p in passages]),
             "by_id": {p["id"]: p for p in passages}, "sampling": sampling}
@@ -287,8 +285,6 @@ def studied(attention: settings.Attention, test_sets: Mapping[str, str], seed: i
 
 def nq_slices(data: settings.Data, retrieval: settings.Retrieval) -> dict:
     """NQ test questions with their gold passages located (07's inputs), and the corpus texts for the hits."""
-    from ecqg.stages.results import load_passage_texts
-
     questions = located.nq_questions(data, retrieval)
     passages = located.gold_passage_records(questions)
     locations, analyses = located.locate(questions, passages)
@@ -421,11 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="*", help="the runs to measure (default: dpr.seeds)")
     parser.add_argument("--page-only", action="store_true", help="only rewrite README.md from the JSON files")
     args = parser.parse_args(argv)
-    from ecqg.core.logs import setup_logging
-
     setup_logging()
     if not args.page_only:
-        from ecqg.core.device import host
+        # the module's own measure, not __main__'s: its log lines name ecqg.stages.premise
         from ecqg.stages.premise import measure
 
         s = settings.of(config.load())

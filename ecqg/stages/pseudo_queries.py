@@ -28,9 +28,11 @@ from ecqg.core import cli, config, paths, settings, variants
 from ecqg.core.errors import DataFormatError
 from ecqg.core.io import empty_directory
 from ecqg.core.stage_record import timed_stage
+from ecqg.data import text
 from ecqg.data.dpr import read_dpr_retriever_json, write_dpr_retriever_json
 from ecqg.data.records import read_corpus
 from ecqg.retrieval import pseudo_queries
+from ecqg.retrieval.bm25 import BM25Searcher
 from ecqg.stages.common import passages_by_id, pool_passages
 
 log = logging.getLogger(__name__)
@@ -53,11 +55,9 @@ def passage_pool() -> tuple[list[str], list[str]]:
 
 def sentence_texts(passages: Mapping[str, Mapping], ids: list[str]) -> dict[str, list[str]]:
     """spaCy's sentences of each passage (the parser's boundaries, as everywhere else in the pipeline)."""
-    from ecqg.data.text import analyze
-
     distinct = list(dict.fromkeys(ids))
     processes = max(1, min(config.host_cores(), len(distinct) // SPACY_TEXTS_PER_PROCESS))
-    analyses = analyze([passages[pid]["text"] for pid in distinct], n_process=processes)
+    analyses = text.analyze([passages[pid]["text"] for pid in distinct], n_process=processes)
     return {pid: [passages[pid]["text"][a:b] for a, b in analysis.sentences]
             for pid, analysis in zip(distinct, analyses)}
 
@@ -85,8 +85,6 @@ def build_sets(pseudo: settings.Pseudo, bm25: settings.Bm25, seed: int, progress
                ) -> tuple[dict[str, list[dict]], dict]:
     """The ETM and RSM sets as DPR examples, and the stage's figures (counts, negatives, the m sweep); ``bm25``:
     the searcher's settings (hard negatives, the sweep); ``seed``: the profile's."""
-    from ecqg.retrieval.bm25 import BM25Searcher
-
     pool, uncon_questions = passage_pool()
     passages = passages_by_id(set(pool))       # the pool's passages; a set's negatives are added below
     weights = pseudo_queries.TermWeights(p["text"] for p in pool_passages())   # streamed: O(vocabulary)

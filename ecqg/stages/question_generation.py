@@ -8,18 +8,38 @@ highest-attended entities per studied passage.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import random
 from pathlib import Path
+from time import perf_counter
 from typing import Any, Mapping, Sequence
 
-from ecqg.core import paths, settings
+import torch
+
+from ecqg import qg as qgm
+from ecqg.core import paths, schemes, settings, variants
+from ecqg.core.io import (
+    empty_directory,
+    read_json,
+    read_jsonl,
+    remove_directory,
+    write_json,
+    write_jsonl,
+)
 from ecqg.data.dpr import read_dpr_retriever_json
-from ecqg.core.io import empty_directory, read_json, read_jsonl, remove_directory, write_json
-from ecqg.core import schemes
+from ecqg.qg import generator_for, reference_key, split_heldout
+from ecqg.qg.sampling import generate_in_processes
+from ecqg.runtime.hf_training import complete_checkpoints
+from ecqg.stages.common import (
+    fingerprint,
+    fingerprint_int,
+    pool_passages,
+    subset,
+    test_gold_ids,
+)
 
 GENERATORS = schemes.of_stage(schemes.QUESTION_GENERATION)   # what stage 02 trains and samples (notebook 02 loops)
-from ecqg.stages.common import fingerprint, fingerprint_int, pool_passages, subset, test_gold_ids
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +86,6 @@ def split_triples(triples: list[dict], entities: list, training: settings.QgTrai
     """Held-out triples by whole passages (:func:`ecqg.qg.split_heldout`, ``qg.train.heldout``), then the profile's
     seeded training sub-sample (``qg.train.max_examples``); each list comes with its triples' conditioning entities.
     Returns train, train_entities, heldout, heldout_entities."""
-    from ecqg.qg import split_heldout
-
     entity_of = {t["id"]: e for t, e in zip(triples, entities)}
     train, heldout = split_heldout(triples, training.heldout, seed=seed)
     limit = training.max_examples
@@ -95,11 +113,9 @@ def train_generator(generator: str, train: list, train_entities: list, passages:
 
     Why the finished generator is kept in the checkpoint folder (``<run>/finished/``, with its figures) and not only in
     ``outputs/qg``: DVC deletes a stage's outputs before it reruns one, so a run cut after training (during the other
-    generator or the sampling) would otherwise train this generator again from step 0 (~15 min each in the study
-    profile). The checkpoint folder persists; :func:`drop_checkpoints` empties it when the stage has written
+    generator or the sampling) would otherwise train this generator again from step 0. The checkpoint folder
+    persists; :func:`drop_checkpoints` empties it when the stage has written
     everything."""
-    from ecqg import qg as qgm
-
     run_dir = paths.QG_CHECKPOINTS / generator / fingerprint(qg.as_dict(), seed, [t["id"] for t in train])
     finished = run_dir / FINISHED
     if (finished / FINISHED_FIGURES).is_file():
@@ -118,9 +134,6 @@ def _train_and_keep(generator: str, train: list, train_entities: list, passages:
                     seed: int, run_dir: Path, progress: bool) -> tuple[Any, Any, dict]:
     """Train one generator (resuming from ``run_dir``'s last checkpoint), keep it in ``run_dir/finished/`` with its
     figures, and drop the Trainer checkpoints (optimizer states, gigabytes)."""
-    from ecqg import qg as qgm
-    from ecqg.runtime.hf_training import complete_checkpoints
-
     if qgm.is_rule_based(qg.architecture):
         return _rule_based(generator, train, qg, run_dir)
     marking = qg.entity_marking if schemes.get(generator).marked else None
@@ -153,8 +166,6 @@ def _train_and_keep(generator: str, train: list, train_entities: list, passages:
 def _rule_based(generator: str, train: list, qg: settings.Qg, run_dir: Path) -> tuple[Any, None, dict]:
     """A rule-based generator (``qg.architecture: cloze``): built, not trained; its figures say so (no steps), and
     it is kept in ``run_dir/finished/`` like a trained one."""
-    from ecqg import qg as qgm
-
     model, tokenizer = qgm.build_generator(qg.model, architecture=qg.architecture)
     figures = {"history": [], "steps": 0, "seconds": 0.0, "examples_per_s": None, "truncated_sources": 0,
                "examples": 0, "example_counts": {"rule_based": True, "gold_triples_unused": len(train)},
@@ -186,9 +197,6 @@ def generate(model, tokenizer, generator: str, inputs: list[dict], qg: settings.
         records, drops = generate(model, tokenizer, generator, inputs, qg, seed, f"{seed_tag}-s{replicate}", progress,
                                   resumable, processes=processes, launcher_args=launcher_args)
         return [{**r, "id": f"{r['id']}-s{replicate}", "replicate": replicate} for r in records], drops
-    from ecqg.qg import generator_for
-    from ecqg.qg.sampling import generate_in_processes
-
     gen = qg.generate
     architecture = generator_for(model)
     if architecture.rule_based:        # spaCy on one process: seconds for a thousand passages
@@ -215,10 +223,6 @@ def generate(model, tokenizer, generator: str, inputs: list[dict], qg: settings.
 def weights_digest(model) -> str:
     """A hash of a model's weights: names the sampling journal of exactly this generator (a retrained one, even
     from the same settings, starts a journal of its own)."""
-    import hashlib
-
-    import torch
-
     digest = hashlib.sha256()
     for name, tensor in sorted(model.state_dict().items()):
         digest.update(name.encode())
@@ -251,10 +255,6 @@ def sample_sets(models: Mapping[str, tuple], s: settings.Params, progress: bool 
 
     Takes the whole typed tree: it reads ``qg``, ``dpr.seeds``, ``attention.exclude_test_gold``,
     ``data.test_sets``, ``seed``, ``processes`` and ``launcher_args``."""
-    from time import perf_counter
-
-    from ecqg.core import variants
-
     con_inputs = conditioned_inputs()
     sets, counts = {}, {}
     for replicate in variants.generation_seeds(s.dpr, s.qg.generate.per_replicate):
@@ -278,8 +278,6 @@ def sample_sets(models: Mapping[str, tuple], s: settings.Params, progress: bool 
 
 def write_sets(sets: Mapping[tuple[str, int | None], list[dict]]) -> None:
     """Each set of :func:`sample_sets` to its file (``paths.generated_file``)."""
-    from ecqg.core.io import write_jsonl
-
     for (scheme, replicate), records in sets.items():
         write_jsonl(paths.generated_file(scheme, replicate), records)
 
@@ -311,8 +309,6 @@ def probe_inputs(max_passages: int | None = None, seed: int = 0) -> list[dict]:
 
 def with_probe_roles(records: list[dict], inputs: list[dict]) -> list[dict]:
     """Probe questions with the ``role`` (highest / lowest) and attention of the entity they were generated for."""
-    from ecqg.qg import reference_key
-
     role = {reference_key(i["passage_id"], i["entity"]): (i["role"], i["attention"]) for i in inputs}
     out = []
     for r in records:

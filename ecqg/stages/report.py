@@ -29,22 +29,46 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ecqg.core import cli, paths
-from ecqg.core.io import write_text
+from ecqg.core import cli, config, paths
+from ecqg.core.io import write_json, write_text
 from ecqg.report.claim import claim_rows
-from ecqg.report.claims_table import claim_intro, paper_text, render_claim, runs_text, test_text, verdict_text
-from ecqg.report.fine_tuning import render_fine_tuning
+from ecqg.report.claims_table import (
+    claim_intro,
+    paper_text,
+    render_claim,
+    runs_text,
+    test_text,
+    verdict_text,
+)
 from ecqg.report.dose import draw_dose_curve, figure_path, render_dose_curve
 from ecqg.report.evidence import claim_inputs
-from ecqg.report.questions import render_question_quality
-from ecqg.report.markdown import CLAIM_BLOCK, SYNTHETIC_STAGES, interval_text, load_metrics, md_table, missing_note
+from ecqg.report.fine_tuning import render_fine_tuning
 from ecqg.report.headline import headline, render_comparison
+from ecqg.report.markdown import (
+    CLAIM_BLOCK,
+    SYNTHETIC_STAGES,
+    interval_text,
+    load_metrics,
+    md_table,
+    missing_note,
+)
 from ecqg.report.mechanism_section import render_mechanism
+from ecqg.report.questions import render_question_quality
+from ecqg.report.related import (
+    render_poly_codes,
+    render_pseudo_sets,
+    render_questions,
+    render_tempqg,
+)
 from ecqg.report.scope import facts, render_scope
-from ecqg.report.related import render_poly_codes, render_pseudo_sets, render_questions, render_tempqg
-from ecqg.report.staleness import stale_banner, staleness
-from ecqg.report.sections import render_attention_bias, render_encoder_comparison, render_table3
+from ecqg.report.sections import (
+    render_attention_bias,
+    render_encoder_comparison,
+    render_table3,
+)
 from ecqg.report.stage_records import render_generic, render_settings, render_wall_times
+from ecqg.report.staleness import stale_banner, staleness
+from ecqg.tooling import dvc_stages
 
 
 def render_results(metrics_dir: str | Path, declared: set[str] | None = None) -> str:
@@ -203,22 +227,16 @@ def update_files(readme: str | Path, metrics_dir: str | Path, profile: str | Non
 
 
 def write_headline(metrics_dir: str | Path) -> Path:
-    from ecqg.core.io import write_json
-
     return write_json(Path(metrics_dir) / "headline.json", headline(metrics_dir))
 
 
 def _current_profile() -> str:
-    from ecqg.core import config
-
     return config.load()["profile"]
 
 
 def _declared(metrics_dir: Path) -> set[str] | None:
     """The metrics files the pipeline declares, when ``metrics_dir`` is the current profile's (else None: another
     profile's section is rendered from what its folder holds)."""
-    from ecqg.tooling import dvc_stages
-
     if not Path("dvc.yaml").is_file() or not Path("params.yaml").is_file():
         return None
     return dvc_stages.metric_files() if paths.metrics_dir(_current_profile()) == metrics_dir else None
@@ -226,8 +244,6 @@ def _declared(metrics_dir: Path) -> set[str] | None:
 
 def unknown_profile(name: str) -> str | None:
     """Why ``name`` is not a profile (the profiles are the presets in ``params/``, listed), or None when it is one."""
-    from ecqg.core import config
-
     if name in config.PROFILES:
         return None
     return f"unknown profile {name!r}; the profiles are the files in params/: {', '.join(config.PROFILES)}"

@@ -14,18 +14,26 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ecqg.core import paths, settings, variants
-from ecqg.core.choices import traits
-from ecqg.retrieval import evaluation
+from ecqg.analysis import encoder_comparison as ec
 from ecqg.analysis import tables
-from ecqg.core import paper
-from ecqg.core.io import read_jsonl, write_json
-from ecqg.retrieval.run_files import read_run
+
 # notebooks 06 and 07 read the labels through this module
-from ecqg.analysis.labels import (DATASET_LABELS, ENCODER_LABELS, HYBRID_METHODS, SPARSE_LABELS, SUBSET_LABELS,  # noqa: F401
-                                  SYSTEM_LABELS, TABLE3_SUBSETS, system_labels)  # noqa: F401
-
-
+from ecqg.analysis.labels import (  # noqa: F401
+    DATASET_LABELS,
+    ENCODER_LABELS,
+    HYBRID_METHODS,
+    SPARSE_LABELS,
+    SUBSET_LABELS,
+    SYSTEM_LABELS,
+    TABLE3_SUBSETS,
+    system_labels,
+)
+from ecqg.core import paper, paths, settings, variants
+from ecqg.core.choices import traits
+from ecqg.core.io import read_jsonl, write_csv, write_json
+from ecqg.retrieval import evaluation
+from ecqg.retrieval.run_files import read_run
+from ecqg.stages import common, hybrid
 
 
 def load_test_sets(names: Sequence[str]) -> dict[str, list[dict]]:
@@ -176,8 +184,6 @@ def metrics_tree(table: pd.DataFrame, paired: pd.DataFrame, setting: Mapping) ->
 def write_topk_plots(curves: pd.DataFrame, profile: str) -> list[Path]:
     """Top-k accuracy (%) against k, one column per system, one file per test set (full set): DVC plot data,
     ``results/<profile>/plots/topk/<set>.csv`` (``dvc plots show``)."""
-    from ecqg.core.io import write_csv
-
     written = []
     full = curves[curves.subset == evaluation.FULL_SET]
     for dataset, group in full.groupby("dataset", sort=False):
@@ -201,7 +207,8 @@ def table3_systems(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings.H
     """Table 3's rows in order: the sparse retrievers, the untrained encoder, each pre-trained variant right after
     pre-training (and the dose curve's rows), every trained variant, the BM25 + dense hybrids; only the variants the
     profile trains."""
-    from ecqg.stages import dpr_training as dense, hybrid
+    # torch: kept out of results' import (the Table 3 scoring: notebooks 06, 07)
+    from ecqg.stages import dpr_training as dense
 
     trained = variants.trained(dpr)
     return [*SPARSE_SYSTEMS, UNTRAINED_SYSTEM, *(v.pre_system for v in trained if v.pretrained),
@@ -215,7 +222,8 @@ def comparison_pairs(dpr: settings.Dpr, mixing: settings.Mixing, fused: settings
     architecture, generator-free and template-conditioned pre-training, Luo et al.'s recipe, each right after
     pre-training too), the dose curve's rows against each other at each size, then the hybrids'
     (:func:`ecqg.stages.hybrid.pairs`)."""
-    from ecqg.stages import dpr_training as dense, hybrid
+    # torch: kept out of results' import (the Table 3 scoring: notebooks 06, 07)
+    from ecqg.stages import dpr_training as dense
 
     doses = dense.dose_variants(mixing)
     dose_pairs = [(f"dpr_mixed_d{n}_pre", f"dpr_uncon_d{n}_pre") for n in variants.doses(mixing)]
@@ -254,8 +262,7 @@ def attention_by_seed(dpr: settings.Dpr, eval_settings: settings.Evaluation, boo
     ``seed -> (per-passage attention, probe scores)`` of every further seed, for the per-run evidence files.
     ``boot_seed``: the bootstrap's (the profile's ``seed``); ``batch_size``: the attention pass's
     (``attention.batch_size``)."""
-    from ecqg.analysis import encoder_comparison as ec
-    from ecqg.stages import common
+    # torch: kept out of results' import (the Table 3 scoring: notebooks 06, 07)
     from ecqg.stages import dpr_training as dense
 
     boot = dict(n_boot=eval_settings.bootstrap_samples, seed=boot_seed, confidence=eval_settings.confidence)
@@ -282,6 +289,7 @@ def poly_codes_metrics(models: Mapping[str, object], studied: Sequence[Mapping],
     """What each Poly-DPR's K codes do (``ecqg.analysis.poly_codes``): per code the entropy and later-sentence share of its
     attention on the studied passages (a ``mean`` row: the codes' mean attention), its wins on the probe questions,
     and the codes' similarity. Returns ``(metrics for poly_codes.json, per-code table per model)``."""
+    # torch, FAISS: kept out of results' import (notebooks 06, 07)
     from ecqg.analysis import poly_codes
 
     with_sentences = [{**p, "sentences": s} for p, s in zip(studied, sentences)]

@@ -8,9 +8,10 @@ from __future__ import annotations
 import time
 
 from ecqg.core import cli, config, paths, settings
-from ecqg.retrieval.run_files import write_run
 from ecqg.core.io import read_jsonl
 from ecqg.core.stage_record import log, timed_stage
+from ecqg.retrieval.bm25 import BM25Searcher
+from ecqg.retrieval.run_files import write_run
 
 SYSTEMS = ("bm25", "tfidf")
 
@@ -18,10 +19,9 @@ SYSTEMS = ("bm25", "tfidf")
 def open_searcher(system: str, bm25: settings.Bm25):
     """``search(queries, k)`` of ``system``: BM25 with its settings (``bm25``), or the TF-IDF index."""
     if system == "bm25":
-        from ecqg.retrieval.bm25 import BM25Searcher
-
         searcher = BM25Searcher(paths.BM25_INDEX, k1=bm25.k1, b=bm25.b)
         return lambda queries, k: searcher.search(queries, k=k, threads=bm25.threads)
+    # scikit-learn, pandas: kept out of --help and the bm25 runs
     from ecqg.retrieval.tfidf import TfidfIndex
 
     index = TfidfIndex.load(paths.TFIDF_INDEX)

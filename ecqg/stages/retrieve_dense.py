@@ -15,10 +15,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ecqg.core import cli, config, paths, settings, variants
+from ecqg.core import cli, config, device, paths, settings, variants
 from ecqg.core.io import read_jsonl, remove_directory
 from ecqg.core.stage_record import timed_stage
 from ecqg.core.variants import UNTRAINED
+from ecqg.retrieval import capacity
+from ecqg.retrieval.run_files import write_run
+from ecqg.runtime import parallel
 from ecqg.stages.dpr_training import kind_block, load_model, system_name
 
 
@@ -36,10 +39,8 @@ def retrieve_all(variant: str, s: settings.Params, seed: int | None = None, prog
 
     Takes the whole tree: ``dpr`` (the model, its encoding and index), the untrained kind's own block, ``processes``,
     ``launcher_args``, ``seed`` (the index's), ``data.test_sets`` and ``retrieval.depth``."""
-    from ecqg.core import device
-    from ecqg.retrieval import capacity, dense, faiss_index
-    from ecqg.retrieval.run_files import write_run
-    from ecqg.runtime import parallel
+    # FAISS: kept out of --help
+    from ecqg.retrieval import dense, faiss_index
 
     if (variant == UNTRAINED) != (seed is None):
         raise ValueError(f"variant '{variant}' {'takes no' if variant == UNTRAINED else 'needs a'} seed")

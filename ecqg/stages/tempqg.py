@@ -25,12 +25,32 @@ import logging
 from collections import Counter, defaultdict
 from typing import Any, Mapping, Sequence
 
-from ecqg.core import paths, settings, variants
+from ecqg import qg as qgm
+from ecqg.core import device, paths, settings, variants
 from ecqg.core.io import remove_directory, write_json
+from ecqg.data.dpr import write_dpr_retriever_json
+from ecqg.filtering import build_mrc_model
+from ecqg.filtering.mixing import dedupe
+from ecqg.qg import split_heldout
+from ecqg.retrieval.bm25 import BM25Searcher
+from ecqg.retrieval.pseudo_queries import dpr_examples
+from ecqg.retrieval.retriever import build_retriever
+from ecqg.retrieval.train import TrainConfig, train_biencoder
+from ecqg.retrieval.train_data import split_records
+from ecqg.stages import filtering as sp
+from ecqg.stages import mixing
 from ecqg.stages.common import fingerprint, passages_by_id, pool_passages
+from ecqg.stages.pseudo_queries import N_HARD, NEGATIVE_DEPTH, passage_pool
+from ecqg.stages.question_generation import generate, gold_triples, split_triples
 from ecqg.tempqg import generation, selector
-from ecqg.tempqg.templates import (Templates, adherence, candidates, cluster_templates, extract_templates,
-                                   template_statistics)
+from ecqg.tempqg.templates import (
+    Templates,
+    adherence,
+    candidates,
+    cluster_templates,
+    extract_templates,
+    template_statistics,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +66,6 @@ GENERATED_FILE = paths.TEMPQG / "generated.jsonl"
 def training_split(training: settings.QgTrain, seed: int) -> tuple[list[dict], list[dict], dict[str, dict]]:
     """Stage 02's training and held-out gold triples (the same split and sub-sample: ``qg.train``, the params'
     ``seed``) and their passages."""
-    from ecqg.stages.question_generation import gold_triples, split_triples
-
     triples, passages, _ = gold_triples()
     train, _, heldout, _ = split_triples(triples, [None] * len(triples), training, seed)
     return train, heldout, passages
@@ -94,8 +112,6 @@ def selector_pairs(selector_settings: settings.Selector, seed: int, train: Seque
                    templates: Templates, chosen: Sequence[int]) -> tuple[list[dict], list[dict], list[str]]:
     """(training pairs, held-out pairs, candidate templates): the training questions of candidate clusters as
     (passage -> template) pairs, ``tempqg.selector.heldout`` of them held out by whole passages."""
-    from ecqg.qg import split_heldout
-
     index = {c: i for i, c in enumerate(chosen)}
     kept = [(t, index[c]) for t, c in zip(train, templates.of_question) if c in index]
     texts = [templates.representatives[c] for c in chosen]
@@ -112,9 +128,6 @@ def train_selector(selector_settings: settings.Selector, dpr: settings.Dpr, poly
     """Poly-DPR (``polydpr.*``, from ``dpr.base_model``) trained on the pairs, in-batch negatives only; the passage
     is the query (``tempqg.selector.query_max_length`` pieces of it), a template the document. Resumes from its
     checkpoints; saved to ``outputs/tempqg/selector``. ``timeout_minutes``: ``collective_timeout_minutes``."""
-    from ecqg.retrieval.retriever import build_retriever
-    from ecqg.retrieval.train import TrainConfig, train_biencoder
-
     model = build_retriever("polydpr", dpr.base_model, shared=dpr.shared_encoders, pooling=dpr.pooling,
                             query_max_length=selector_settings.query_max_length,
                             passage_max_length=dpr.query_max_length, codes=polydpr.codes, attend=polydpr.attend)
@@ -133,8 +146,6 @@ def train_selector(selector_settings: settings.Selector, dpr: settings.Dpr, poly
 def _selector_autocast(encode: settings.Encode) -> str | None:
     """The selector's inference precision (``dpr.encode.autocast`` on the device in use): one for its accuracy and
     its choices, so the accuracy reported is that of the templates chosen."""
-    from ecqg.core import device
-
     return device.autocast_dtype(encode.autocast, device.resolve().type)
 
 
@@ -165,8 +176,6 @@ def train_generator(qg: settings.Qg, training: settings.HfTrain, seed: int, trai
     is a prefix LM built from ``qg.model`` and trained on the template examples alone, for the steps UnCon's
     generator would have had plus its own (``qg.train.max_steps`` + ``tempqg.train.max_steps``; ``initialised_from``
     says which). ``training``: ``tempqg.train``."""
-    from ecqg import qg as qgm
-
     examples, counts = generation.training_examples(train, passages, templates, qg.window_words)
     run_dir = paths.TEMPQG_CHECKPOINTS / "generator" / fingerprint(training.as_dict(), qg.as_dict(), seed,
                                                                    [e["id"] for e in examples], list(templates))
@@ -192,8 +201,6 @@ def sample(model, tokenizer, inputs: list[dict], qg: settings.Qg, seed: int, see
            ) -> tuple[list[dict], dict]:
     """TempQG records for template inputs (:func:`ecqg.tempqg.generation.sampling_inputs`), ``samples`` each, with
     ``qg``'s other sampling settings (:func:`ecqg.stages.question_generation.generate`)."""
-    from ecqg.stages.question_generation import generate
-
     qg = qg.replace(generate=qg.generate.replace(samples=samples))
     records, drops = generate(model, tokenizer, "uncon", inputs, qg, seed, seed_tag, progress=progress,
                               processes=processes, launcher_args=launcher_args)
@@ -215,9 +222,6 @@ def heldout_quality(s: settings.Params, heldout: Sequence[Mapping], passages: Ma
 
     Takes the whole typed tree: it reads ``dpr.encode``, ``qg``, ``tempqg``, ``seed``, ``processes`` and
     ``launcher_args``."""
-    from ecqg import qg as qgm
-    from ecqg.stages.question_generation import generate
-
     workers = {"processes": s.processes, "launcher_args": s.launcher_args}
     inputs, references = qgm.heldout_inputs(heldout, passages)
     chosen = choose_templates(selector_model, [passages[i["passage_id"]] for i in inputs], templates, s.dpr.encode)
@@ -242,8 +246,6 @@ def heldout_quality(s: settings.Params, heldout: Sequence[Mapping], passages: Ma
 
 def set_passages() -> tuple[list[str], dict[str, dict]]:
     """The UnCon set's passage ids (with repeats, in its order) and those passages."""
-    from ecqg.stages.pseudo_queries import passage_pool
-
     pool, _ = passage_pool()
     return pool, passages_by_id(set(pool))
 
@@ -261,22 +263,16 @@ def filter_questions(s: settings.Params, records: list[dict], passages: Mapping,
 
     Takes the whole typed tree: it reads ``tempqg``, ``filtering``, ``mrc``, ``dpr``, ``data.test_sets``,
     ``processes`` and ``launcher_args`` (stage 03's steps, as stage 03 runs them)."""
-    from ecqg.filtering.mixing import dedupe
-    from ecqg.stages import filtering as sp
-    from ecqg.stages.mixing import test_question_keys
-
     rule = stage1_rule(s.tempqg, s.filtering)
     filtering = s.filtering.replace(stage1=rule)
     predictions: dict = {}
     if rule == "roundtrip":
-        from ecqg.filtering import build_mrc_model
-
         model, tokenizer = build_mrc_model(str(paths.MRC_MODEL))
         predictions, _ = sp.read(model, tokenizer, records, passages, s.mrc, progress=progress,
                                  processes=s.processes, launcher_args=s.launcher_args)
     kept1, _, stage1 = sp.stage1(records, predictions, passages, filtering)
     kept2, _, stage2, _ = sp.stage2(kept1, passages, filtering, s.dpr, progress=progress)
-    kept, deduped = dedupe(kept2, test_question_keys(s.data.test_sets), where="TempQG questions")
+    kept, deduped = dedupe(kept2, mixing.test_question_keys(s.data.test_sets), where="TempQG questions")
     funnel = {"generated": len(records), "after_stage1": len(kept1), "after_stage2": len(kept2),
               "after_dedupe": len(kept), "stage1_rule": rule,
               "dedupe_dropped": deduped["dropped"]}
@@ -303,12 +299,6 @@ def write_set(pretrain: settings.DprPretrain, bm25: settings.Bm25, seed: int, re
     """The TempQG set as DPR retriever json (``outputs/tempqg/tempqg.json``), one BM25 hard negative each with the
     same-title guard, as the ETM / RSM sets; its figures. The split is pre-training's (``dpr.pretrain``, ``seed``);
     the negatives ``bm25``'s."""
-    from ecqg.data.dpr import write_dpr_retriever_json
-    from ecqg.stages.pseudo_queries import N_HARD, NEGATIVE_DEPTH
-    from ecqg.retrieval.pseudo_queries import dpr_examples
-    from ecqg.retrieval.bm25 import BM25Searcher
-    from ecqg.retrieval.train_data import split_records
-
     train, held = split_records(records, pretrain.heldout, seed)   # pre-training's split
     if len(train) < pretrain.batch_size:
         raise ValueError(f"the TempQG set has {len(records)} questions: too few to pre-train on (dpr.pretrain holds "

@@ -6,14 +6,13 @@ from collections.abc import Sequence
 
 from ecqg.core import cli, config, paths, settings
 from ecqg.core.stage_record import timed_stage
+from ecqg.retrieval.tokenized_corpus import tokenize_corpus
+from ecqg.runtime.models import from_pretrained
 
 
 def main(argv: Sequence[str] = ()) -> int:
     cli.parser("ecqg.stages.tokenize_corpus", __doc__).parse_args(argv)
-    from transformers import AutoTokenizer
-
-    from ecqg.runtime.models import from_pretrained
-    from ecqg.retrieval.tokenized_corpus import tokenize_corpus
+    from transformers import AutoTokenizer  # transformers: kept out of --help
 
     s = settings.of(config.load())
     with timed_stage("tokenize_corpus", s.profile, s.device) as figures:

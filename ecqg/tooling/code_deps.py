@@ -73,12 +73,13 @@ def closure(roots: Iterable[str], root: Path = REPO) -> set[Path]:
 @functools.lru_cache(maxsize=4096)
 def _file_imports(path: Path, mtime_ns: int, module: str, root: Path) -> frozenset[str]:
     """:func:`imports` of one module file, parsed once per version of the file: the DAG writer follows the same
-    modules for each of its ~60 stages."""
+    modules for each of its stages."""
     return frozenset(imports(path.read_text(encoding="utf-8"), module, root))
 
 
 def command_roots(cmd: str, root: Path = REPO) -> set[str]:
     """The modules a stage's command runs: ``python -m <module>``, plus a notebook stage's notebook imports."""
+    # nbformat: not on the torch+transformers-only GPU image, where bench/gpu_check.py imports the DAG writer
     import nbformat
 
     words = cmd.split()

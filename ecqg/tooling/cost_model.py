@@ -31,6 +31,7 @@ import yaml
 
 from ecqg.core import config, settings, variants
 from ecqg.qg.generators import is_rule_based
+from ecqg.tooling import dag as dag_writer
 from ecqg.tooling.dvc_stages import declared_paths, expanded_stages
 from ecqg.tooling.rate_code import code_status
 from ecqg.tooling.scale_projection import PAPER_PASSAGES, host_hours
@@ -40,7 +41,7 @@ RESULTS = ROOT / "bench" / "results"
 DOC = ROOT / "docs" / "paper_profile.md"
 START, END = "<!-- cost:start -->", "<!-- cost:end -->"
 # Where each measured rate may come from, in order of preference on a date tie: the encoding loop's own benchmark
-# (gpu_feeding, the final loop of 27 Nov) before the device check's encoding section; every other rate from the
+# (gpu_feeding, the final loop) before the device check's encoding section; every other rate from the
 # device check. The newest date wins; the files of that date and kind give the range.
 SOURCES = {"encoding": ("gpu_feeding_*.json", "gpu_check_*.json"), "finetune": ("gpu_check_*.json",),
            "pretrain": ("gpu_check_*.json",), "sampling": ("gpu_check_*.json",), "reader": ("gpu_check_*.json",)}
@@ -453,8 +454,6 @@ def build(profile: str, passages: int | None = None, train_examples: int | None 
           passage_tokens: float | None = None) -> Model:
     """The cost model of ``profile``: its expanded stages, sizes, rates and every stage's work."""
     tree = settings.of(config.preset(profile))
-    from ecqg.tooling import dag as dag_writer
-
     # the DAG written for the profile's own dpr.variants (dvc.yaml holds params.yaml's)
     dag = dict(expanded_stages(yaml.safe_load(dag_writer.render(tree)), tree))
     size = sizes(tree.data, passages, train_examples, passage_tokens)

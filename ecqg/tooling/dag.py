@@ -26,10 +26,20 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ecqg.core import choices, cli, paths, schemes, settings, variants
+from ecqg.core import choices, cli, config, paths, schemes, settings, variants
+from ecqg.core.io import write_text
 from ecqg.tooling.code_deps import REPO
-from ecqg.tooling.dag_file import (DVC_YAML, Stage, flow, hand_edited, prune_lock, render_stage, signed,
-                                   untracked_code_files)
+from ecqg.tooling.dag_file import (
+    DVC_YAML,
+    Stage,
+    flow,
+    hand_edited,
+    prune_lock,
+    render_stage,
+    signed,
+    untracked_code_files,
+)
+
 NOTEBOOK_05 = "05_dpr_training"
 PROFILE = "${profile}"
 
@@ -445,8 +455,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         print("code folders of the stages: every file is tracked by git")
         return 0
-    from ecqg.core import config
-
     path = Path(args.file)
     profile = config.load_settings(args.params or path.with_name(str(config.PARAMS_FILE)))
     text = render(profile)
@@ -460,8 +468,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         print(f"{path} is up to date ({text.count(chr(10))} lines)")
         return 0
-    from ecqg.core.io import write_text
-
     old = path.read_text(encoding="utf-8") if path.is_file() else None
     if old == text:
         print(f"{path} is up to date ({text.count(chr(10))} lines)")

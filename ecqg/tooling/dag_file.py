@@ -6,10 +6,15 @@ DAG no longer has, and the files git does not track in a code folder. :mod:`ecqg
 from __future__ import annotations
 
 import hashlib
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
+from ecqg.core.io import atomic_path
+from ecqg.tooling import dvc_stages
 from ecqg.tooling.code_deps import REPO, code_deps
 
 DVC_YAML = Path("dvc.yaml")
@@ -114,11 +119,8 @@ def prune_lock(lock: Path, params_file: Path = Path("params.yaml")) -> list[str]
     """Remove from ``lock`` the entries of stages the DAG no longer has (for the current params): DVC rewrites the
     entries of the stages it runs and leaves the others, so a renamed or dropped stage's entry would stay forever.
     Returns the removed names."""
-    import yaml
+    # ruamel: not on the torch+transformers-only GPU image, where bench/gpu_check.py imports the DAG writer
     from ruamel.yaml import YAML
-
-    from ecqg.tooling import dvc_stages
-    from ecqg.core.io import atomic_path
 
     if not lock.is_file():
         return []
@@ -143,9 +145,7 @@ def untracked_code_files(root: Path = REPO, dag_file: Path = DVC_YAML) -> list[s
     backup, a compiled module written by a tool that ignores PYTHONDONTWRITEBYTECODE) enters the hash, so a clean
     clone, which lacks the file, calls every stage that imports the folder stale although the code is the same.
     ``make repro`` refuses to run while this list is not empty."""
-    import subprocess
-
-    import yaml
+    # dvc: not on the torch+transformers-only GPU image, where bench/gpu_check.py imports the DAG writer
     from dvc.repo import Repo
 
     dag = yaml.safe_load((root / dag_file).read_text(encoding="utf-8"))

@@ -7,11 +7,14 @@ with ``python -m ecqg.tooling.doctor``.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 from ecqg.core import cli
 from ecqg.core.java import java_problem
+from ecqg.runtime.models import bundled_encoder_path, load_spacy
 
 
 def check() -> list[str]:
@@ -20,8 +23,6 @@ def check() -> list[str]:
     problem = java_problem()
     if problem is not None:
         problems.append(problem)
-    from ecqg.runtime.models import bundled_encoder_path, load_spacy
-
     try:
         bundled_encoder_path()
     except Exception as exc:  # report, don't crash: doctor lists every problem at once
@@ -37,8 +38,6 @@ FAISS_BUILDS = ("faiss-cpu", "faiss-gpu")
 
 
 def installed(distribution: str) -> str | None:
-    from importlib import metadata
-
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
@@ -49,9 +48,7 @@ def machine() -> tuple[list[str], list[str]]:
     """What the node has for the GPU path, and its problems: torch's build, its GPUs and NCCL, the FAISS build that
     ``import faiss`` actually gives (and whether both builds are installed, which one import then shadows), disk and
     memory. Printed by ``--machine``; the problems fail it."""
-    import shutil
-
-    import torch
+    import torch  # torch: kept out of --help and the plain check (make install)
 
     report, problems = [], []
     cuda = torch.version.cuda
@@ -63,7 +60,7 @@ def machine() -> tuple[list[str], list[str]]:
     builds = {name: installed(name) for name in FAISS_BUILDS}
     present = [f"{n} {v}" for n, v in builds.items() if v]
     try:
-        import faiss
+        import faiss  # optional: a FAISS that does not import is reported, not raised
 
         gpu_faiss = hasattr(faiss, "StandardGpuResources")
         report.append(f"FAISS imported: {faiss.__version__}, {'with' if gpu_faiss else 'without'} GPU support "

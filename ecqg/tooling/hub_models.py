@@ -20,6 +20,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import huggingface_hub
+import yaml
+from huggingface_hub import constants
+from huggingface_hub.file_download import repo_folder_name
+
 from ecqg.core import cli, config, settings
 
 MODEL_KEYS = ("dpr.base_model", "qg.model", "mrc.model")
@@ -55,15 +60,11 @@ def write_pins(pins: Mapping[str, str], path: Path = PINS) -> None:
 
 def cached_revision(ref: str, cache_dir: str | None = None) -> str | None:
     """The commit of the snapshot ``main`` resolves to in the local cache, or None when the model is not there."""
-    from huggingface_hub import try_to_load_from_cache
-
-    found = try_to_load_from_cache(ref, "config.json", cache_dir=cache_dir)
+    found = huggingface_hub.try_to_load_from_cache(ref, "config.json", cache_dir=cache_dir)
     return Path(found).parent.name if isinstance(found, str) else None
 
 
 def hub_cache() -> str:
-    from huggingface_hub import constants
-
     return constants.HF_HUB_CACHE
 
 
@@ -73,8 +74,6 @@ def offline() -> bool:
 
 def point_main(ref: str, revision: str, cache_dir: str | None = None) -> None:
     """Make the cache's ``main`` of ``ref`` the snapshot ``revision`` (what an offline ``from_pretrained`` loads)."""
-    from huggingface_hub.file_download import repo_folder_name
-
     refs = Path(cache_dir or hub_cache()) / repo_folder_name(repo_id=ref, repo_type="model") / "refs"
     refs.mkdir(parents=True, exist_ok=True)
     (refs / "main").write_text(revision)
@@ -132,13 +131,12 @@ def fetch(models: Mapping[str, str], pins_path: Path = PINS, cache_dir: str | No
           preset_pins: Path = PRESET_PINS) -> list[str]:
     """Download each hub model (``models``: :func:`hub_models`) at its pinned revision (``main`` when none) into the
     cache, point the cache's ``main`` at it, and pin what was not pinned."""
-    from huggingface_hub import list_repo_files, snapshot_download
-
     pins, fixed, lines, recorded = read_pins(pins_path), read_pins(preset_pins), [], False
     for key, ref in models.items():
         revision, _ = pin_of(ref, fixed, pins, preset_pins, pins_path)
-        patterns = weight_patterns(list_repo_files(ref, revision=revision))
-        path = snapshot_download(ref, revision=revision, cache_dir=cache_dir, allow_patterns=patterns)
+        patterns = weight_patterns(huggingface_hub.list_repo_files(ref, revision=revision))
+        path = huggingface_hub.snapshot_download(ref, revision=revision, cache_dir=cache_dir,
+                                                allow_patterns=patterns)
         point_main(ref, Path(path).name, cache_dir)
         if revision is None:
             pins[ref], recorded = Path(path).name, True
@@ -156,8 +154,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pins", type=Path, default=PINS)
     args = parser.parse_args(argv)
     if args.profile:
-        import yaml
-
         args.params = f"params/{args.profile}.yaml"
         tree = settings.of(yaml.safe_load(config.render_profile(args.profile, Path(config.PRESETS_DIR))))
     else:

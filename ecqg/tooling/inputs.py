@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ecqg.core import cli
+from ecqg.core.io import write_text
 
 DPR_HOST = "https://dl.fbaipublicfiles.com/dpr"
 DOWNLOADS = Path("downloads")
@@ -85,8 +86,6 @@ def read_sums(path: Path) -> dict[str, tuple[str, int]]:
 
 
 def write_sums(path: Path, sums: dict[str, tuple[str, int]]) -> None:
-    from ecqg.core.io import write_text
-
     write_text(path, "# sha256, bytes and path of each input as first fetched (python -m ecqg.tooling.inputs)\n"
                + "".join(f"{digest}  {size}  {name}\n" for name, (digest, size) in sorted(sums.items())))
 

@@ -14,12 +14,13 @@ with the metrics, so a fresh clone shows the last run's notebooks without runnin
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
 
 from ecqg.core import cli, config, device, paths
-from ecqg.core.io import atomic_path
+from ecqg.core.io import atomic_path, write_text
 from ecqg.core.stage_record import timed_stage
 
 
@@ -30,9 +31,10 @@ def executed_name(name: str, tag: str | None = None) -> str:
 def execute(name: str, extra: dict | None = None, params_file: str = str(config.PARAMS_FILE),
             tag: str | None = None) -> Path:
     # papermill imports nbformat, nbformat jsonschema, and jsonschema its optional "iri" format checker
-    # rfc3987_syntax, which builds ~35 Earley parsers at import: ~2 s of every notebook stage on 2 cores (measured).
+    # rfc3987_syntax, which builds its Earley parsers at import, seconds of every notebook stage's start.
     # No notebook schema has an iri format; without the module jsonschema leaves that one format unchecked.
     sys.modules.setdefault("rfc3987_syntax", None)
+    # papermill: kept out of --help
     import papermill
 
     source = paths.NOTEBOOKS_SRC / f"{name}.ipynb"
@@ -89,10 +91,6 @@ def published(notebook: dict) -> dict:
 
 
 def publish(executed: Path, target: Path) -> Path:
-    import json
-
-    from ecqg.core.io import write_text
-
     notebook = json.loads(executed.read_text(encoding="utf-8"))
     target.parent.mkdir(parents=True, exist_ok=True)
     return write_text(target, json.dumps(published(notebook), indent=1, ensure_ascii=False) + "\n")

@@ -7,9 +7,10 @@ from __future__ import annotations
 import math
 
 from ecqg.core.paper import PASSAGES as PAPER_PASSAGES  # noqa: F401  (bench/scale_rehearsal.py, cost_model)
+
 # Steps whose work is spread over threads / processes by the host's core count: the 16-core projection of a
-# point measured without CPU time (before 2 Dec 2026) divides their time by 16 / cores and keeps the others'. A point
-# with its CPU time is split by measurement instead (:func:`parallel_share`).
+# point measured without CPU time (an older rehearsal's) divides their time by 16 / cores and keeps the others'.
+# A point with its CPU time is split by measurement instead (:func:`parallel_share`).
 THREADED = {"index_bm25", "retrieve_bm25", "training_data"}
 
 
