@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from metrics_records import write_record
 
+from ecqg.core import metrics_files
 from ecqg.qg.quality import BAR, bar_misses, has_repeated_word, set_measures
 
 TEXT = {"p1": "The Qing dynasty was founded in 1644 by the Manchu. Its capital was Beijing.",
@@ -58,18 +58,18 @@ def test_every_results_page_shows_the_questions_beside_the_verdicts(tmp_path):
     folder = tmp_path / "results" / "x"
     folder.mkdir(parents=True)
     assert render_question_quality(folder) == ""
-    (folder / "filtering.json").write_text(json.dumps({"stage1_rule": "none", "mrc": {"has_ans_f1": 0.0}}))
-    (folder / "question_quality.json").write_text(json.dumps({
+    write_record(folder, metrics_files.Filtering, **{"stage1_rule": "none", "mrc": {"has_ans_f1": 0.0}})
+    write_record(folder, metrics_files.QuestionQuality, **{
         "rows": [{"set": "UnCon set", "stage": "training set", "questions": 3, **set_measures(BAD, TEXT)}],
-        "samples": {"UnCon set": BAD[:2]}}))
+        "samples": {"UnCon set": BAD[:2]}})
     text = render_question_quality(folder)
     assert "**did not run**" in text and "| UnCon set | training set | 3 | 33% ✗ |" in text
     assert "2 random questions of UnCon set" in text and "dynastiesic dynasty" in text
     # which generator, which hardness model, and whether the rows pool replicates' own sets: said above the table
-    (folder / "filtering.json").write_text(json.dumps({"stage1_rule": "roundtrip", "mrc": {"has_ans_f1": 71.2},
-                                                       "hardness": {"rule": "lowest_score", "model": "dpr_x"}}))
-    (folder / "question_generation.json").write_text(json.dumps({"architecture": "cloze", "generation": {
-        "uncon s1": {}, "con s1": {}, "uncon s2": {}, "con s2": {}}}))
+    write_record(folder, metrics_files.Filtering, **{"stage1_rule": "roundtrip", "mrc": {"has_ans_f1": 71.2},
+                                                       "hardness": {"rule": "lowest_score", "model": "dpr_x"}})
+    write_record(folder, metrics_files.QuestionGeneration, **{"architecture": "cloze", "generation": {
+        "uncon s1": {}, "con s1": {}, "uncon s2": {}, "con s2": {}}})
     text = render_question_quality(folder)
     assert "Stage 1: `roundtrip`; the reader's has-answer F1 on held-out SQuAD 2.0 is 71.2" in text
     assert "scores with dpr_x" in text and "rule-based cloze translation" in text

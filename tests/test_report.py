@@ -4,7 +4,9 @@ staleness."""
 import json
 
 import pytest
+from metrics_records import write_record
 
+from ecqg.core import metrics_files
 from ecqg.stages import report
 
 TABLE3 = {
@@ -27,8 +29,7 @@ def metrics(tmp_path):
     d = tmp_path / "results" / "mini"
     d.mkdir(parents=True)
     (d / "table3.json").write_text(json.dumps(TABLE3))
-    (d / "mixing.json").write_text(json.dumps({"uncon": {"questions": 800}, "mixed": {"con": 400, "uncon": 400},
-                                               "seed": 2022, "ratio": 0.5}))
+    write_record(d, metrics_files.Mixing, sizes={"uncon": 800, "mixed": 800})
     for stage, seconds in (("results", 30.0), ("prepare", 1.5), ("zzz_new", 60.0)):
         (d / f"stage_{stage}.json").write_text(json.dumps({"stage": stage, "wall_time_s": seconds}))
     (d / "stage_prepare.json").write_text(json.dumps({"stage": "prepare", "wall_time_s": 1.5, "finished": "2026-12-02",
@@ -47,7 +48,7 @@ def test_render_results(metrics):
     assert "**NQ no-answer-overlap** (n=4)" in text and "**WebQuestions full** (n=3)" in text
     assert "+20.0 [+5.0, +35.0], p < .001" in text
     # generic rendering of a synthetic-data metrics file; missing ones are said, not hidden
-    assert "| `mixed.con` | 400 |" in text and "| `ratio` | 0.5 |" in text
+    assert "| `sizes.mixed` | 800 |" in text and "| `sizes.uncon` | 800 |" in text
     assert "question_generation stage has not run yet" in text and "filtering stage has not run yet" in text
     assert "attention_bias stage has not run yet" in text
     # wall times: pipeline order first, unknown stages after, and the total
@@ -90,13 +91,13 @@ def test_seed_means_show_their_spread_and_seeded_stages_keep_pipeline_order(tmp_
 
 
 def test_render_attention_files(metrics):
-    (metrics / "attention_bias.json").write_text(json.dumps({
+    write_record(metrics, metrics_files.AttentionBias, **{
         "sampling": {"pool": 1000, "excluded_test_gold": 10, "sampled": 100},
         "paper": {"highest_first_half": 0.65, "lowest_second_half": 0.6},
         "encoders": {"dpr_baseline": {"passages": 100, "passages_with_enough_entities": 40, "mean_entropy": 4.0,
                                       "mean_first_sentence_share": 0.4, "highest_first_half": 0.6,
                                       "highest_first_half_ci": [0.5, 0.7], "lowest_second_half": 0.5,
-                                      "lowest_second_half_ci": [0.4, 0.6]}}}))
+                                      "lowest_second_half_ci": [0.4, 0.6]}}})
     (metrics / "encoder_comparison.json").write_text(json.dumps({
         "setting": {"passages": 100, "n_boot": 500},
         "attention": {"encoders": {"dpr_mixed": {"entropy": 4.1, "entropy_ci_low": 4.0, "entropy_ci_high": 4.2,
@@ -307,13 +308,13 @@ def test_declared_metric_files_follow_params(tmp_path):
 
 
 def test_related_system_sections_render_codes_and_pseudo_sets(metrics):
-    (metrics / "poly_codes.json").write_text(json.dumps({
+    write_record(metrics, metrics_files.PolyCodes, **{
         "codes_k": 2, "passages": 5, "probe_questions": 4,
         "systems": {"dpr_poly_baseline": {"similarity": {"codes": 0.12, "pooled": 0.97},
                                           "codes": {"0": {"entropy": 3.1, "later_sentence_share": 0.4, "wins": 3},
                                                     "1": {"entropy": 2.9, "later_sentence_share": 0.6, "wins": 1},
                                                     "mean": {"entropy": 3.0, "later_sentence_share": 0.5,
-                                                             "wins": None}}}}}))
+                                                             "wins": None}}}}})
     (metrics / "stage_pseudo_queries.json").write_text(json.dumps({
         "stage": "pseudo_queries", "wall_time_s": 4.0, "pool_set": "uncon", "m": 8, "sizes": {"etm": 7, "rsm": 7},
         "etm": {"passages": 6, "repeated_passage": 1, "short_queries": 0, "mean_words": 9.5,
@@ -382,8 +383,8 @@ def _claim_metrics(metrics):
         "seeds": {"n_seeds": 3, "attention_paired": {"dpr_uncon_minus_dpr_baseline": {
             f"s{seed}": {"entropy_diff": d, "entropy_ci_low": d - 0.01, "entropy_ci_high": d + 0.01}
             for seed, d in ((1, 0.05), (2, -0.04), (3, 0.02))}}}}))
-    (metrics / "attention_bias.json").write_text(json.dumps({"encoders": {"dpr_baseline": {
-        "n_passages": 40, "highest_first_half": 0.3, "highest_first_half_ci": [0.2, 0.4]}}}))
+    write_record(metrics, metrics_files.AttentionBias, **{"encoders": {"dpr_baseline": {
+        "n_passages": 40, "highest_first_half": 0.3, "highest_first_half_ci": [0.2, 0.4]}}})
     (metrics / "mechanism.json").write_text(json.dumps({
         "moved_sentence": {
             "systems": {"dpr_baseline": {"gap": -0.2, "seeds": 3, "seed_sd": 0.01},

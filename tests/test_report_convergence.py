@@ -5,12 +5,18 @@ import json
 
 import numpy as np
 import pytest
+from metrics_records import write_record
 
-from ecqg.stages import report
 from ecqg.analysis import tables
-from ecqg.stages import finetune_curve
+from ecqg.core import metrics_files
+from ecqg.report.fine_tuning import (
+    render_curve,
+    render_mechanism_curve,
+    render_training_runs,
+    training_runs,
+)
+from ecqg.stages import finetune_curve, report
 from ecqg.stages import mechanism as mp
-from ecqg.report.fine_tuning import render_curve, render_mechanism_curve, render_training_runs, training_runs
 
 N, DEPTH, STEPS = 60, 20, (25, 180, 360)
 
@@ -130,9 +136,9 @@ def test_the_results_page_carries_the_section(tmp_path, curve_hits):
     (d / "dpr_baseline_s2022_training.json").write_text(json.dumps(_run("baseline", 2022, selected_step=180)))
     sets = {"nq": [{}] * N, "wq": [{}] * N}
     accuracy, paired = finetune_curve.curve_tables(curve_hits, sets, [1, 20], 100, 0)
-    (d / "finetune_curve.json").write_text(json.dumps({"dpr_training_seed": 2022,
+    write_record(d, metrics_files.FinetuneCurve, **{"dpr_training_seed": 2022,
                                                        "accuracy": tables.table_records(accuracy),
-                                                       "paired": tables.table_records(paired)}))
+                                                       "paired": tables.table_records(paired)})
     page = report.render_page(d)
     assert "## Training runs: epochs and the kept step" in page and "## Table 3 against fine-tuning length" in page
     assert "180 (kept: DPR)" in page and "mechanism against fine-tuning length" not in page

@@ -3,6 +3,9 @@ over the curve, runs that disagree left "not shown", and the figure drawn from t
 
 import json
 
+from metrics_records import write_record
+
+from ecqg.core import metrics_files
 from ecqg.report import dose, evidence
 from ecqg.stages.report import render_results
 
@@ -87,7 +90,7 @@ def test_no_doses_no_section_and_the_page_shows_the_curve_and_its_figure(tmp_pat
     folder = tmp_path / "replicates"
     folder.mkdir()
     (folder / "table3.json").write_text(json.dumps(_table3(5.0, 0.1)))
-    (folder / "mixing.json").write_text(json.dumps({"sets": {"total": 1600}}))
+    write_record(folder, metrics_files.Mixing, **{"sets": {"total": 1600}})
     for name, examples in (("dpr_baseline_s2022", 400), ("dpr_mixed_d400_pre_s2022", 392),
                            ("dpr_mixed_d800_pre_s2022", 792), ("dpr_mixed_pre_s2022", 1592)):
         (folder / f"{name}_training.json").write_text(json.dumps({"train_examples": examples}))

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ecqg.analysis.labels import ENCODER_LABELS, SYSTEM_LABELS
+from ecqg.core import metrics_files
 from ecqg.core.bases import describe
 from ecqg.core.io import read_json
 
@@ -46,6 +47,12 @@ STAGE_ORDER = ("prepare", "index_bm25", "index_tfidf", "tokenize_corpus", "retri
 
 
 def load_metrics(metrics_dir: Path, name: str) -> dict | None:
+    """A metrics file's fields, or None where its stage has not run; a notebook stage's file is read through its
+    type (``ecqg.core.metrics_files``: a missing or unknown field is refused naming the file and the field)."""
+    record = metrics_files.RECORDS.get(name)
+    if record is not None:
+        got = record.read(metrics_dir)
+        return None if got is None else got.as_dict()
     path = metrics_dir / name
     return read_json(path, dict, "a JSON object") if path.is_file() else None
 

@@ -1,0 +1,20 @@
+"""Metrics files for the report's tests, written through their types (``ecqg.core.metrics_files``), as the
+notebooks write them: a test names the fields it is about, and the type's other required fields are empty."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from ecqg.core import metrics_files
+
+_EMPTY = {"Mapping": dict, "list": list, "str": str, "int": int, "bool": bool}
+
+
+def write_record(folder: Path, record: type[metrics_files.MetricsFile], **fields) -> Path:
+    for field in dataclasses.fields(record):
+        if field.name in fields or field.default is not dataclasses.MISSING:
+            continue
+        kind = str(field.type)
+        fields[field.name] = None if "None" in kind else _EMPTY[kind.split(" | ")[0]]()
+    return record(**fields).write(folder)
