@@ -1,13 +1,13 @@
 """The metrics files the notebook stages write under ``results/<profile>/``, each declared once as a frozen
 dataclass: the notebook fills its fields and writes it; the report (``ecqg.report.markdown.load_metrics``) and a
-stage that reads another's record (08 reads 02's quality) read it through its type. A file whose top-level fields are not its type's (one missing, or one the
-type does not know) is refused naming the file and the field, so a renamed key fails where it is read.
+stage that reads another's record (08 reads 02's quality) read it through its type. A file whose top-level
+fields are not its type's (one missing, or one the type does not know) is refused naming the file and the field,
+so a renamed key fails where it is read.
 
 Only the top level is typed: the nested tables (per encoder, per generator, per set) keep the shape the stage's
 own functions give them. In the core because the stages write these files and the report, a layer below the
-stages, reads them. A field with a default is one the committed
-records of an older profile lack (they were written before it existed); every other field is required. Fields
-are keyword-only and in the file's order."""
+stages, reads them. A field with a default is one the committed records of an older profile lack (they were
+written before it existed); every other field is required. Fields are keyword-only and in the file's order."""
 
 from __future__ import annotations
 
