@@ -561,7 +561,7 @@ def summarize(paths_: list[Path]) -> None:
     import pandas as pd
 
     from ecqg.retrieval import evaluation
-    from ecqg.analysis import stats, tables
+    from ecqg.analysis import power, tables
 
     sweeps = [read_sweep(p) for p in paths_]
     for p, sweep in zip(paths_, sweeps):
@@ -600,7 +600,7 @@ def summarize(paths_: list[Path]) -> None:
                               "ci_unpaired_runs": None if unpaired is None else
                               [round(100 * unpaired.low, 2), round(100 * unpaired.high, 2)],
                               "detectable": None if over_runs is None else
-                              round(100 * stats.detectable_effect(over_runs.se, over_runs.df), 1)})
+                              round(100 * power.detectable_effect(over_runs.se, over_runs.df), 1)})
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(pd.DataFrame(rows).to_string(index=False))
         print(pd.DataFrame(pairs).to_string(index=False))
@@ -628,7 +628,7 @@ def slice_figures(sweep: dict, masks: dict[str, dict]) -> dict:
     ``accuracy`` (Top-k per bucket and system, seed-means), ``paired`` (differences per bucket at the seeds two
     systems share, paired bootstrap), ``psi`` (the position slices' PSI per system and PSI differences) and
     ``curve`` (Top-k per position bucket and PSI at each snapshot of the first seed). The tables are notebook 07's
-    (``evaluation.accuracy_table`` / ``paired_table``, ``pipeline.mechanism.psi_table``, their default resamples)."""
+    (``evaluation.accuracy_table`` / ``paired_table``, ``stages.mechanism.psi_table``, their default resamples)."""
     import pandas as pd
 
     from ecqg.retrieval import evaluation
