@@ -1,5 +1,6 @@
-"""Metrics files for the report's tests, written through their types (``ecqg.core.metrics_files``), as the
-notebooks write them: a test names the fields it is about, and the type's other required fields are empty."""
+"""Metrics files for the report's tests, built through their types (``ecqg.core.metrics_files``): a test names
+the fields it is about, the type's other required fields are empty, and a field older records lack may be left
+out (the file then reads as such a record does)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 from ecqg.core import metrics_files
+from ecqg.core.io import write_json
 
 _EMPTY = {"Mapping": dict, "list": list, "str": str, "int": int, "bool": bool}
 
@@ -17,4 +19,4 @@ def write_record(folder: Path, record: type[metrics_files.MetricsFile], **fields
             continue
         kind = str(field.type)
         fields[field.name] = None if "None" in kind else _EMPTY[kind.split(" | ")[0]]()
-    return record(**fields).write(folder)
+    return write_json(folder / record.FILE, record(**fields).as_dict())

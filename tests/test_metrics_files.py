@@ -46,3 +46,11 @@ def test_every_committed_record_reads_through_its_type_unchanged(profile):
     for name, record in metrics_files.RECORDS.items():
         if (folder / name).is_file():
             assert record.read(folder).as_dict() == json.loads((folder / name).read_text()), name
+
+
+def test_a_stage_writes_every_field_and_a_missing_record_is_named(tmp_path):
+    with pytest.raises(ValueError, match="'hardness' is None"):
+        metrics_files.Filtering(profile="mini", stage1_rule="roundtrip", hardness=None, mrc={}, funnel={},
+                                probes={}).write(tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"question_generation\.json: no QuestionGeneration record"):
+        metrics_files.QuestionGeneration.require(tmp_path)

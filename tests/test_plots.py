@@ -30,7 +30,7 @@ def profile_params(profile: str) -> dict:
 
 @pytest.mark.parametrize("profile", config.PROFILES)
 def test_the_plotted_systems_are_table_3_s_rows(profile):
-    """dag.py (the library layer) lists the systems the pipeline layer's Table 3 has, in its order."""
+    """dag.py (the library layer) lists the systems the stages' Table 3 has, in its order."""
     tree = settings.of(profile_params(profile))
     blocks = (tree.dpr, tree.mixing, tree.hybrid)
     assert dag.plotted_systems(*blocks) == results.table3_systems(*blocks)

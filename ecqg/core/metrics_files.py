@@ -33,7 +33,14 @@ class MetricsFile:
                 if f.default is dataclasses.MISSING or getattr(self, f.name) is not None}
 
     def write(self, metrics_dir: Path) -> Path:
-        """Write the record to ``metrics_dir/FILE`` (atomically, as every JSON of the repository) and return the path."""
+        """Write the record to ``metrics_dir/FILE`` (atomically, as every JSON of the repository) and return the path.
+        Today's stages write every field: a None where only an older record may lack the field is refused, since
+        :meth:`as_dict` would leave it out."""
+        unset = [f.name for f in dataclasses.fields(self)
+                 if f.default is not dataclasses.MISSING and getattr(self, f.name) is None]
+        if unset:
+            raise ValueError(f"{type(self).__name__}: field {unset[0]!r} is None; only records written before it "
+                             "existed lack it")
         return write_json(Path(metrics_dir) / self.FILE, self.as_dict())
 
     @classmethod
@@ -51,6 +58,15 @@ class MetricsFile:
             raise DataFormatError(where, None, missing[0], f"missing ({cls.__name__} requires it; rerun the stage "
                                   "that writes the file)")
         return cls(**data)
+
+    @classmethod
+    def require(cls, metrics_dir: Path) -> MetricsFile:
+        """The record in ``metrics_dir``; a stage that needs another's record says which file is missing."""
+        got = cls.read(metrics_dir)
+        if got is None:
+            raise FileNotFoundError(f"{Path(metrics_dir) / cls.FILE}: no {cls.__name__} record (run the stage "
+                                    "that writes it first)")
+        return got
 
     @classmethod
     def read(cls, metrics_dir: Path) -> MetricsFile | None:

@@ -42,7 +42,7 @@ def systems(hybrid: settings.Hybrid) -> list[str]:
 
 def seed_runs(hybrid: settings.Hybrid, dpr: settings.Dpr) -> dict[str, list[str]]:
     """Table 3's hybrid rows -> the fused run of each training seed (``dpr.related_seeds``; like
-    ``dense.seed_runs``)."""
+    ``dpr_training.seed_runs``)."""
     return {system_name(m, v): [run_name(m, v, s) for s in related_seeds(dpr)]
             for v in hybrid.variants for m in METHODS}
 
