@@ -12,8 +12,13 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
-from ecqg.runtime.models import resolve_model
+from ecqg.core import config
+from ecqg.core.settings import params as typed_params
+from ecqg.core.settings import retrievers
+from ecqg.core.settings.schema import Block, setting
 from ecqg.retrieval import dense, faiss_index
+from ecqg.runtime.models import resolve_model
+from ecqg.stages import dpr_training
 from ecqg.retrieval.retriever import (CONFIG_FILE, REGISTRY, Retriever, build_retriever, load_retriever, register,
                                       retriever_class)
 from ecqg.retrieval.train import TrainConfig, train_biencoder
@@ -115,3 +120,41 @@ def test_the_training_loop_trains_it(tmp_path):
     assert [h["step"] for h in history] == [1, 2, 3] and "val_top1" in history[-1]
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
     assert isinstance(load_retriever(tmp_path / "run" / "model"), TwoVectorRetriever)
+
+
+# A kind with settings of its own touches three places: its module (the two classes below), one entry in
+# ecqg.core.settings.retrievers.KINDS naming its settings block, and the block's values in params/mini.yaml.
+@dataclass(frozen=True)
+class ScaledSettings(Block):
+    scale: float = setting((float,), lambda v: v > 0, "a number > 0 (the query vectors' scale)")
+
+
+@register
+class ScaledRetriever(TwoVectorRetriever):
+    """The two-vector toy with a setting of its own: its queries scaled by ``scale``."""
+
+    kind = "test_scaled"
+
+    @classmethod
+    def from_base(cls, ref: str, scale: float, **_) -> "ScaledRetriever":
+        model = super().from_base(ref)
+        model.scale = scale
+        return model
+
+    def encode_queries(self, batch) -> torch.Tensor:
+        return self.scale * super().encode_queries(batch)
+
+
+def test_a_kind_with_settings_of_its_own_is_its_module_one_entry_and_its_values(monkeypatch):
+    kinds = {**retrievers.KINDS, "test_scaled": retrievers.RetrieverKind(__name__, ScaledSettings, one_vector=False)}
+    monkeypatch.setattr(retrievers, "KINDS", kinds)                       # the one entry
+    tree_class = typed_params.params_class(kinds)                         # what Params is with it declared
+    values = {**config.preset("mini"), "test_scaled": {"scale": 2.0}}      # its values
+    tree = tree_class.of(values)
+    types, check, expected = tree_class.rules()["test_scaled.scale"]      # validated like every setting
+    assert not check(-1.0) and expected.startswith("a number > 0")
+    # the pipeline hands the block to the constructor, asking the kind's traits, never its name
+    assert dpr_training.kind_block(tree, "test_scaled") == ScaledSettings(2.0)
+    model = dpr_training.base_retriever(tree.dpr, "test_scaled", dpr_training.kind_block(tree, "test_scaled"))
+    assert isinstance(model, ScaledRetriever) and model.scale == 2.0
+    assert not retrievers.traits("test_scaled").one_vector and retrievers.settings_block("test_scaled") == "test_scaled"

@@ -76,7 +76,7 @@ class Variant:
 
     name: str
     label: str
-    kind: str | None = None                  # retriever kind (ecqg.core.choices.RETRIEVERS); None: dpr.model
+    kind: str | None = None                  # retriever kind (ecqg.core.settings.retrievers); None: dpr.model
     pretrain: tuple[str, ...] = ()           # SETS, pre-trained on in this order, each phase from the last
     seeds: str = RELATED
     against: tuple[str, ...] = ()            # trained rows it is compared with (variant names, "bm25")

@@ -38,14 +38,15 @@ import torch
 
 from ecqg.core.io import atomic_path
 from ecqg.core.registry import Registry
-from ecqg.core.choices import RETRIEVERS
+from ecqg.core.settings.retrievers import RETRIEVERS
 from ecqg.retrieval.tokens import passage_features
 from ecqg.runtime.models import from_pretrained
 
 CONFIG_FILE = "retriever.json"
 LEGACY_CONFIG_FILE = "bi_encoder.json"      # models saved before the registry: always a bi-encoder
 # Registry name -> the module that defines (and registers) it; imported on first use, so naming a retriever in
-# params costs nothing until it is built. A new retriever: one module with one @register class, one line there.
+# params costs nothing until it is built. A new retriever: one module with one @register class, one entry there
+# (ecqg.core.settings.retrievers.KINDS, with its settings block if it has one).
 BUILTIN = RETRIEVERS
 REGISTRY = Registry("retriever", BUILTIN)
 register = REGISTRY.register

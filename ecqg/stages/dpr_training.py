@@ -16,7 +16,8 @@ import shutil
 import time
 from typing import Mapping
 
-from ecqg.core import choices, paths, settings, variants
+from ecqg.core import paths, settings, variants
+from ecqg.core.settings import retrievers
 from ecqg.core.io import copy_directory, empty_directory, write_csv
 from ecqg.core.variants import UNTRAINED
 from ecqg.data.dpr import read_dpr_retriever_json
@@ -49,14 +50,14 @@ TRAINING_TOKENS = paths.OUTPUTS / "tokenized" / "training"
 
 def kind_block(s: settings.Params, kind: str) -> settings.PolyDpr | None:
     """The params block of retriever ``kind``'s own settings where its traits name one
-    (``ecqg.core.choices.TRAITS``: a Poly-DPR's ``polydpr``), else None: what :func:`base_retriever` takes."""
-    block = choices.traits(kind).settings
+    (``ecqg.core.settings.retrievers.KINDS``: a Poly-DPR's ``polydpr``), else None: what :func:`base_retriever` takes."""
+    block = retrievers.settings_block(kind)
     return getattr(s, block) if block else None
 
 
 def _own_settings(kind: str, own: settings.PolyDpr | None) -> dict:
     """The constructor keys of ``kind``'s own block (``own``), checked to be there when the kind has one."""
-    block = choices.traits(kind).settings
+    block = retrievers.settings_block(kind)
     if not block:
         return {}
     if own is None:
@@ -148,14 +149,14 @@ def _settings_identity(variant: str, dpr: settings.Dpr, kind_settings: settings.
     identity = {k: v for k, v in dpr.as_dict().items()
                 if k not in ("encode", "index", "pretrain", "seeds", "related_seeds")}
     kind = retriever_kind(variant, dpr)
-    block = choices.traits(kind).settings
+    block = retrievers.settings_block(kind)
     return {**identity, block: _own_settings(kind, kind_settings)} if block else identity
 
 
 def _start_model(variant: str, dpr: settings.Dpr, kind_settings: settings.PolyDpr | None, seed: int) -> Retriever:
     """The base checkpoint as the variant's retriever kind; a Poly-DPR's codes start from ``seed``."""
     kind = retriever_kind(variant, dpr)
-    return base_retriever(dpr, kind, kind_settings, code_seed=seed) if choices.traits(kind).seeded_init else \
+    return base_retriever(dpr, kind, kind_settings, code_seed=seed) if retrievers.traits(kind).seeded_init else \
         base_retriever(dpr, kind, kind_settings)
 
 

@@ -29,7 +29,7 @@ from ecqg.analysis.labels import (  # noqa: F401
     system_labels,
 )
 from ecqg.core import paper, paths, settings, variants
-from ecqg.core.choices import traits
+from ecqg.core.settings.retrievers import traits
 from ecqg.core.io import read_jsonl, write_csv, write_json
 from ecqg.retrieval import evaluation
 from ecqg.retrieval.run_files import read_run

@@ -26,7 +26,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ecqg.core import choices, cli, config, paths, schemes, settings, variants
+from ecqg.core import cli, config, paths, schemes, settings, variants
+from ecqg.core.settings import retrievers
 from ecqg.core.io import write_text
 from ecqg.tooling.code_deps import REPO
 from ecqg.tooling.dag_file import (
@@ -96,7 +97,7 @@ def _set_deps(variant: variants.Variant, per_replicate: bool) -> list[str]:
 
 
 def _kind_params(variant: variants.Variant) -> list[str]:
-    block = choices.traits(variant.kind).settings if variant.kind else None
+    block = retrievers.settings_block(variant.kind) if variant.kind else None
     return [block] if block else []
 
 

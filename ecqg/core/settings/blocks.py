@@ -5,8 +5,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ecqg.core.settings.checks import (AUTOCAST_EXPECTED, NUMBER, OPTIONAL_INT, autocast, ks, nonneg, optional_positive,
-                                       paths, positive, positive_ints, prob)
+from ecqg.core.settings.checks import (
+    AUTOCAST_EXPECTED,
+    NUMBER,
+    OPTIONAL_INT,
+    autocast,
+    ks,
+    nonneg,
+    optional_positive,
+    paths,
+    positive,
+    positive_ints,
+    prob,
+)
 from ecqg.core.settings.schema import Block, nested, setting
 from ecqg.core.variants import TABLE as VARIANT_TABLE
 
@@ -125,12 +136,6 @@ class Pseudo(Block):
     m: int = setting((int,), positive, "an integer > 0 (TF-IDF words per pseudo-query)")
     m_sweep: list = setting((list,), positive_ints, "a non-empty list of integers > 0")
     sweep_queries: int = setting((int,), positive, "an integer > 0 (queries the m sweep searches: a seeded sample)")
-
-
-@dataclass(frozen=True)
-class PolyDpr(Block):
-    codes: int = setting((int,), positive, "an integer > 0 (K code vectors per passage; 1 = a single-vector control)")
-    attend: str = setting((str,), lambda v: v in ("content", "all"), "content or all")
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,17 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from ecqg.core.choices import RETRIEVERS
 from ecqg.core.device import MIXED_PRECISION
-from ecqg.core.settings.checks import (AUTOCAST_EXPECTED, NUMBER, OPTIONAL_INT, autocast, nonneg, optional_positive,
-                                       positive)
+from ecqg.core.settings.checks import (
+    AUTOCAST_EXPECTED,
+    NUMBER,
+    OPTIONAL_INT,
+    autocast,
+    nonneg,
+    optional_positive,
+    positive,
+)
+from ecqg.core.settings.retrievers import RETRIEVERS
 from ecqg.core.settings.schema import Block, nested, setting, trained
 from ecqg.core.train_config import TrainConfig
 from ecqg.core.variants import ALL as VARIANTS_ALL

@@ -1,17 +1,32 @@
-"""The whole params tree, typed: :class:`Params` holds the run-wide settings and one typed block per params block.
-Built once at the edge (a stage's ``main``, a notebook's first cell) from the validated mapping; functions below it
-take the block, or the values, they use."""
+"""The whole params tree, typed: :class:`Params` holds the run-wide settings, one typed block per params block and
+one per retriever kind with settings of its own (``ecqg.core.settings.retrievers``: a new kind adds its block
+there, not here). Built once at the edge (a stage's ``main``, a notebook's first cell) from the validated mapping;
+functions below it take the block, or the values, they use."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
 from ecqg.core.device import is_valid_setting
-from ecqg.core.settings.blocks import (Attention, Bm25, Data, Distant, Evaluation, Filtering, Hybrid, Mixing, PolyDpr,
-                                       Pseudo, Retrieval, Tfidf, Yields)
+from ecqg.core.settings.blocks import (
+    Attention,
+    Bm25,
+    Data,
+    Distant,
+    Evaluation,
+    Filtering,
+    Hybrid,
+    Mixing,
+    Pseudo,
+    Retrieval,
+    Tfidf,
+    Yields,
+)
 from ecqg.core.settings.checks import nonneg
 from ecqg.core.settings.models import Dpr, Mrc, Qg, TempQG
+from ecqg.core.settings.retrievers import kind_blocks
 from ecqg.core.settings.schema import Block, nested, setting
 
 # The profiles are the presets in params/ (a new one is one file: its overlay of mini), found beside the package so a
@@ -24,7 +39,9 @@ def _processes(v) -> bool:
 
 
 @dataclass(frozen=True)
-class Params(Block):
+class RunParams(Block):
+    """The run-wide settings and the pipeline's blocks; :class:`Params` adds the retriever kinds' own."""
+
     profile: str = setting((str,), lambda v: v in PROFILES, f"one of {PROFILES}")
     seed: int = setting((int,), nonneg, "an integer >= 0")
     device: str = setting((str,), is_valid_setting, "auto, cpu, cuda or cuda:N")
@@ -50,7 +67,6 @@ class Params(Block):
     yields: Yields = nested(Yields)
     pseudo: Pseudo = nested(Pseudo)
     tempqg: TempQG = nested(TempQG)
-    polydpr: PolyDpr = nested(PolyDpr)
     hybrid: Hybrid = nested(Hybrid)
     evaluation: Evaluation = nested(Evaluation)
 
@@ -63,3 +79,15 @@ class Params(Block):
     def primary_seed(self) -> int:
         """The first replicate's seed, whose models feed the analyses that need one model per variant."""
         return self.dpr.seeds[0]
+
+
+def params_class(kinds=None) -> type[RunParams]:
+    """The whole tree's class: :class:`RunParams` and, after its blocks, a block per retriever kind with settings
+    of its own (``kinds``: default ``ecqg.core.settings.retrievers.KINDS``; a test passes its toy kind's)."""
+    blocks = [(name, block, nested(block)) for name, block in kind_blocks(kinds).items()]
+    cls = dataclasses.make_dataclass("Params", blocks, bases=(RunParams,), frozen=True)
+    cls.__module__ = __name__
+    return cls
+
+
+Params = params_class()
