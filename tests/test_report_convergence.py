@@ -9,12 +9,7 @@ from metrics_records import write_record
 
 from ecqg.analysis import tables
 from ecqg.core import metrics_files
-from ecqg.report.fine_tuning import (
-    render_curve,
-    render_mechanism_curve,
-    render_training_runs,
-    training_runs,
-)
+from ecqg.report.fine_tuning import render_curve, render_mechanism_curve, render_training_runs, training_runs
 from ecqg.stages import finetune_curve, report
 from ecqg.stages import mechanism as mp
 

@@ -7,8 +7,9 @@ inference loop runs in, calls :func:`place`, and ``tests/test_device_policy.py``
 
 The setting is ``device`` in ``params.yaml``: ``auto`` (CUDA when a GPU is visible, else the CPU; under ``accelerate
 launch`` / ``torchrun`` each process takes the GPU of its ``LOCAL_RANK``), ``cpu``, ``cuda`` or ``cuda:N``. A stage
-applies it with :func:`configure` (``ecqg.core.stage_record.timed_stage`` and ``ecqg.tooling.notebook.load_params`` do); the environment
-variable ``ECQG_DEVICE`` overrides it for one run without touching params (and without rerunning DVC stages).
+applies it with :func:`configure` (``ecqg.core.stage_record.timed_stage`` and ``ecqg.tooling.notebook.load_params``
+do); the environment variable ``ECQG_DEVICE`` overrides it for one run without touching params (and without rerunning
+DVC stages).
 
 Autocast (inference) per device: ``auto`` -> bfloat16 on a GPU that has it, else float16; on a CPU bfloat16 only
 where it is native (AVX512-BF16 / AMX), else none: emulated bf16 is several times slower than float32.
@@ -64,7 +65,7 @@ def setting_in_force() -> str:
 
 def resolve(setting: str | None = None):
     """The ``torch.device`` a model runs on under ``setting`` (default: the setting in force)."""
-    import torch  # torch: kept out of the core's import (params validation and the DAG writer ask the policy without it)
+    import torch  # torch: kept out of the core's import (params validation asks the policy without it)
 
     setting = setting or setting_in_force()
     if setting == "auto":
@@ -91,7 +92,7 @@ def native_bf16(device_type: str = "cpu") -> bool:
     """Whether bfloat16 runs in hardware on this device: a CUDA GPU with bf16, or a CPU with AVX512-BF16 or AMX.
     Elsewhere torch emulates bf16, and autocast is several times SLOWER than float32 (measured on a 2-core
     AVX2-only EPYC: encoding 5.7 vs 41 passages/s, bench/bench_encode.py)."""
-    import torch  # torch: kept out of the core's import (params validation and the DAG writer ask the policy without it)
+    import torch  # torch: kept out of the core's import (params validation asks the policy without it)
 
     if device_type == "cuda":
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
@@ -158,7 +159,7 @@ def autocast_dtype(value: str | None, device_type: str = "cpu") -> str | None:
 
 def describe() -> dict[str, Any]:
     """What a stage's metrics record of the policy: the setting, the device it resolved to, and the GPU's name."""
-    import torch  # torch: kept out of the core's import (params validation and the DAG writer ask the policy without it)
+    import torch  # torch: kept out of the core's import (params validation asks the policy without it)
 
     device = resolve()
     out: dict[str, Any] = {"setting": setting_in_force(), "device": str(device)}

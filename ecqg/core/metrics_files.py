@@ -140,7 +140,8 @@ class Mixing(MetricsFile):
 
 @dataclass(frozen=True, kw_only=True)
 class QuestionQuality(MetricsFile):
-    """Stage 04: the method's bar for every synthetic set along the filter chain (``stages.mixing.question_quality``)."""
+    """Stage 04: the method's bar for every synthetic set along the filter chain
+    (``stages.mixing.question_quality``)."""
 
     FILE: ClassVar[str] = "question_quality.json"
     profile: str

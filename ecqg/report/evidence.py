@@ -20,16 +20,8 @@ import numpy as np
 
 from ecqg.analysis.over_runs import defensible_tests, printed_rule
 from ecqg.analysis.run_evidence import UNTRAINED_SEED, Evidence
-from ecqg.analysis.stats import (
-    Interval,
-    bootstrap_ci,
-    combined_se,
-    conservative,
-    one_sample_interval,
-    se_from_ci,
-    t_interval,
-    welch_interval,
-)
+from ecqg.analysis.stats import (Interval, bootstrap_ci, combined_se, conservative, one_sample_interval, se_from_ci,
+                                 t_interval, welch_interval)
 from ecqg.report.markdown import load_metrics
 
 

@@ -6,17 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ecqg.analysis.mechanism import THIRDS
-from ecqg.report.markdown import (
-    EXPLORATORY,
-    TABLE3_ORDER,
-    accuracy_cell,
-    label,
-    md_table,
-    num,
-    ordered,
-    pval,
-    with_ci,
-)
+from ecqg.report.markdown import EXPLORATORY, TABLE3_ORDER, accuracy_cell, label, md_table, num, ordered, pval, with_ci
 from ecqg.retrieval.probes import BUCKETS
 
 MECHANISM_KS = (1, 5, 20)

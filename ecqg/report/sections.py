@@ -12,19 +12,8 @@ from ecqg.core import paper as reported
 from ecqg.core.bases import untrained_label
 from ecqg.core.variants import UNTRAINED_SYSTEM
 from ecqg.report.evidence import BOOT_SEED, N_BOOT
-from ecqg.report.markdown import (
-    EXPLORATORY,
-    KS,
-    TABLE3_ORDER,
-    accuracy_cell,
-    base_encoder_note,
-    label,
-    md_table,
-    num,
-    ordered,
-    pval,
-    with_ci,
-)
+from ecqg.report.markdown import (EXPLORATORY, KS, TABLE3_ORDER, accuracy_cell, base_encoder_note, label, md_table, num,
+                                  ordered, pval, with_ci)
 
 
 def _paper_cells(dataset: str, subset: str) -> dict[tuple[str, int], float]:

@@ -2,9 +2,10 @@
 kind in the registry), train it on the gold data, retrieve with it.
 
 Notebook 05 (``train_variant``) calls these, so the notebook shows the steps without holding their logic; the
-``retrieve_dense`` stage's search is :mod:`ecqg.stages.retrieve_dense`. Checkpoints live under ``outputs/checkpoints/<variant>/<fingerprint>/``, a
-DVC output with ``persist: true``: DVC keeps it when it reruns a killed stage, so training resumes, and the
-fingerprint of the training settings makes a changed parameter start afresh instead of resuming a different run.
+``retrieve_dense`` stage's search is :mod:`ecqg.stages.retrieve_dense`. Checkpoints live under
+``outputs/checkpoints/<variant>/<fingerprint>/``, a DVC output with ``persist: true``: DVC keeps it when it reruns a
+killed stage, so training resumes, and the fingerprint of the training settings makes a changed parameter start
+afresh instead of resuming a different run.
 """
 
 from __future__ import annotations
@@ -22,18 +23,8 @@ from ecqg.core.io import copy_directory, empty_directory, write_csv
 from ecqg.core.variants import UNTRAINED
 from ecqg.data.dpr import read_dpr_retriever_json
 from ecqg.retrieval import convergence
-from ecqg.retrieval.retriever import (
-    Retriever,
-    build_retriever,
-    is_saved_retriever,
-    load_retriever,
-)
-from ecqg.retrieval.train import (
-    TrainConfig,
-    latest_checkpoint,
-    train_biencoder,
-    without_timings,
-)
+from ecqg.retrieval.retriever import Retriever, build_retriever, is_saved_retriever, load_retriever
+from ecqg.retrieval.train import TrainConfig, latest_checkpoint, train_biencoder, without_timings
 from ecqg.retrieval.train_data import data_fingerprint, split_records
 from ecqg.runtime import parallel
 from ecqg.runtime.hf_training import resolve_mixed_precision
@@ -50,7 +41,8 @@ TRAINING_TOKENS = paths.OUTPUTS / "tokenized" / "training"
 
 def kind_block(s: settings.Params, kind: str) -> settings.PolyDpr | None:
     """The params block of retriever ``kind``'s own settings where its traits name one
-    (``ecqg.core.settings.retrievers.KINDS``: a Poly-DPR's ``polydpr``), else None: what :func:`base_retriever` takes."""
+    (``ecqg.core.settings.retrievers.KINDS``: a Poly-DPR's ``polydpr``), else None: what :func:`base_retriever`
+    takes."""
     block = retrievers.settings_block(kind)
     return getattr(s, block) if block else None
 
@@ -166,7 +158,8 @@ def is_pretrained_variant(variant: str) -> bool:
 
 
 def pretrained_dir(variant: str, seed: int):
-    """Where replicate ``seed`` of ``variant`` keeps its pre-trained model: ``outputs/models/dpr_<variant>_pre_s<seed>``."""
+    """Where replicate ``seed`` of ``variant`` keeps its pre-trained model:
+    ``outputs/models/dpr_<variant>_pre_s<seed>``."""
     return paths.model_dir(variant + PRETRAINED_SUFFIX, seed)
 
 

@@ -16,27 +16,13 @@ from ecqg.core import paths, settings
 from ecqg.core.io import empty_directory, write_jsonl
 from ecqg.core.schemes import of_stage
 from ecqg.data.records import read_squad2_unanswerable
-from ecqg.filtering import (
-    answer_in_passage_filter,
-    build_mrc_model,
-    check_generated,
-    dpr_hardness,
-    hardness_filter,
-    mrc_examples,
-    read_generated,
-    roundtrip_filter,
-    save_mrc,
-    split_by_passage,
-    train_mrc,
-)
+from ecqg.filtering import (answer_in_passage_filter, build_mrc_model, check_generated, dpr_hardness, hardness_filter,
+                            mrc_examples, read_generated, roundtrip_filter, save_mrc, split_by_passage, train_mrc)
 from ecqg.filtering.reader import predict_in_processes
 from ecqg.retrieval.faiss_index import load_index
 from ecqg.retrieval.retriever import load_retriever
-from ecqg.stages.common import (
-    fingerprint,
-    passages_by_id,  # noqa: F401  (notebooks 03 / 04 / 06 read passages through here)
-    primary_seed,
-)
+from ecqg.stages.common import fingerprint, primary_seed
+from ecqg.stages.common import passages_by_id  # noqa: F401  (notebooks 03 / 04 / 06 read passages through here)
 from ecqg.stages.question_generation import gold_triples
 
 

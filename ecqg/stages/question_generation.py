@@ -19,25 +19,12 @@ import torch
 
 from ecqg import qg as qgm
 from ecqg.core import paths, schemes, settings, variants
-from ecqg.core.io import (
-    empty_directory,
-    read_json,
-    read_jsonl,
-    remove_directory,
-    write_json,
-    write_jsonl,
-)
+from ecqg.core.io import empty_directory, read_json, read_jsonl, remove_directory, write_json, write_jsonl
 from ecqg.data.dpr import read_dpr_retriever_json
 from ecqg.qg import generator_for, reference_key, split_heldout
 from ecqg.qg.sampling import generate_in_processes
 from ecqg.runtime.hf_training import complete_checkpoints
-from ecqg.stages.common import (
-    fingerprint,
-    fingerprint_int,
-    pool_passages,
-    subset,
-    test_gold_ids,
-)
+from ecqg.stages.common import fingerprint, fingerprint_int, pool_passages, subset, test_gold_ids
 
 GENERATORS = schemes.of_stage(schemes.QUESTION_GENERATION)   # what stage 02 trains and samples (notebook 02 loops)
 

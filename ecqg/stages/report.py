@@ -32,40 +32,17 @@ from pathlib import Path
 from ecqg.core import cli, config, paths
 from ecqg.core.io import write_json, write_text
 from ecqg.report.claim import claim_rows
-from ecqg.report.claims_table import (
-    claim_intro,
-    paper_text,
-    render_claim,
-    runs_text,
-    test_text,
-    verdict_text,
-)
+from ecqg.report.claims_table import claim_intro, paper_text, render_claim, runs_text, test_text, verdict_text
 from ecqg.report.dose import draw_dose_curve, figure_path, render_dose_curve
 from ecqg.report.evidence import claim_inputs
 from ecqg.report.fine_tuning import render_fine_tuning
 from ecqg.report.headline import headline, render_comparison
-from ecqg.report.markdown import (
-    CLAIM_BLOCK,
-    SYNTHETIC_STAGES,
-    interval_text,
-    load_metrics,
-    md_table,
-    missing_note,
-)
+from ecqg.report.markdown import CLAIM_BLOCK, SYNTHETIC_STAGES, interval_text, load_metrics, md_table, missing_note
 from ecqg.report.mechanism_section import render_mechanism
 from ecqg.report.questions import render_question_quality
-from ecqg.report.related import (
-    render_poly_codes,
-    render_pseudo_sets,
-    render_questions,
-    render_tempqg,
-)
+from ecqg.report.related import render_poly_codes, render_pseudo_sets, render_questions, render_tempqg
 from ecqg.report.scope import facts, render_scope
-from ecqg.report.sections import (
-    render_attention_bias,
-    render_encoder_comparison,
-    render_table3,
-)
+from ecqg.report.sections import render_attention_bias, render_encoder_comparison, render_table3
 from ecqg.report.stage_records import render_generic, render_settings, render_wall_times
 from ecqg.report.staleness import stale_banner, staleness
 from ecqg.tooling import dvc_stages

@@ -43,14 +43,8 @@ from ecqg.stages.common import fingerprint, passages_by_id, pool_passages
 from ecqg.stages.pseudo_queries import N_HARD, NEGATIVE_DEPTH, passage_pool
 from ecqg.stages.question_generation import generate, gold_triples, split_triples
 from ecqg.tempqg import generation, selector
-from ecqg.tempqg.templates import (
-    Templates,
-    adherence,
-    candidates,
-    cluster_templates,
-    extract_templates,
-    template_statistics,
-)
+from ecqg.tempqg.templates import (Templates, adherence, candidates, cluster_templates, extract_templates,
+                                   template_statistics)
 
 log = logging.getLogger(__name__)
 

@@ -30,16 +30,8 @@ from ecqg.core import cli, config, paths, schemes, settings, variants
 from ecqg.core.settings import retrievers
 from ecqg.core.io import write_text
 from ecqg.tooling.code_deps import REPO
-from ecqg.tooling.dag_file import (
-    DVC_YAML,
-    Stage,
-    flow,
-    hand_edited,
-    prune_lock,
-    render_stage,
-    signed,
-    untracked_code_files,
-)
+from ecqg.tooling.dag_file import (DVC_YAML, Stage, flow, hand_edited, prune_lock, render_stage, signed,
+                                   untracked_code_files)
 
 NOTEBOOK_05 = "05_dpr_training"
 PROFILE = "${profile}"

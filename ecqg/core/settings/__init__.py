@@ -10,44 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ecqg.core.settings.blocks import (
-    Attention,
-    Bm25,
-    Data,
-    Distant,
-    Evaluation,
-    Filtering,
-    Hybrid,
-    Mechanism,
-    Mixing,
-    Pseudo,
-    Retrieval,
-    Tfidf,
-    Yields,
-)
-from ecqg.core.settings.models import (
-    Dpr,
-    DprFinetune,
-    DprPretrain,
-    DprTrain,
-    Encode,
-    Generate,
-    HfTrain,
-    Index,
-    Mrc,
-    MrcTrain,
-    Qg,
-    QgTrain,
-    Selector,
-    SelectorTrain,
-    TempQG,
-)
-from ecqg.core.settings.params import PROFILES, Params, RunParams, params_class
+from ecqg.core.settings.blocks import (Attention, Bm25, Data, Distant, Evaluation, Filtering, Hybrid, Mechanism, Mixing,
+                                       Pseudo, Retrieval, Tfidf, Yields)
+from ecqg.core.settings.models import (Dpr, DprFinetune, DprPretrain, DprTrain, Encode, Generate, HfTrain, Index, Mrc,
+                                       MrcTrain, Qg, QgTrain, Selector, SelectorTrain, TempQG)
+from ecqg.core.settings.params import PROFILES, Params
 from ecqg.core.settings.retrievers import PolyDpr
 
 __all__ = ["Attention", "Bm25", "Data", "Distant", "Dpr", "DprFinetune", "DprPretrain", "DprTrain", "Encode",
            "Evaluation", "Filtering", "Generate", "HfTrain", "Hybrid", "Index", "Mechanism", "Mixing", "Mrc",
-           "MrcTrain", "PROFILES", "Params", "PolyDpr", "RunParams", "params_class", "Pseudo", "Qg", "QgTrain", "Retrieval", "Selector", "SelectorTrain",
+           "MrcTrain", "PROFILES", "Params", "PolyDpr", "Pseudo", "Qg", "QgTrain", "Retrieval", "Selector", "SelectorTrain",
            "TempQG", "Tfidf", "Yields", "of"]
 
 

@@ -5,19 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ecqg.core.settings.checks import (
-    AUTOCAST_EXPECTED,
-    NUMBER,
-    OPTIONAL_INT,
-    autocast,
-    ks,
-    nonneg,
-    optional_positive,
-    paths,
-    positive,
-    positive_ints,
-    prob,
-)
+from ecqg.core.settings.checks import (AUTOCAST_EXPECTED, NUMBER, OPTIONAL_INT, autocast, ks, nonneg, optional_positive,
+                                       paths, positive, positive_ints, prob)
 from ecqg.core.settings.schema import Block, nested, setting
 from ecqg.core.variants import TABLE as VARIANT_TABLE
 

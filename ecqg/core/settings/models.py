@@ -8,15 +8,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from ecqg.core.device import MIXED_PRECISION
-from ecqg.core.settings.checks import (
-    AUTOCAST_EXPECTED,
-    NUMBER,
-    OPTIONAL_INT,
-    autocast,
-    nonneg,
-    optional_positive,
-    positive,
-)
+from ecqg.core.settings.checks import (AUTOCAST_EXPECTED, NUMBER, OPTIONAL_INT, autocast, nonneg, optional_positive,
+                                       positive)
 from ecqg.core.settings.retrievers import RETRIEVERS
 from ecqg.core.settings.schema import Block, nested, setting, trained
 from ecqg.core.train_config import TrainConfig

@@ -10,20 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ecqg.core.device import is_valid_setting
-from ecqg.core.settings.blocks import (
-    Attention,
-    Bm25,
-    Data,
-    Distant,
-    Evaluation,
-    Filtering,
-    Hybrid,
-    Mixing,
-    Pseudo,
-    Retrieval,
-    Tfidf,
-    Yields,
-)
+from ecqg.core.settings.blocks import (Attention, Bm25, Data, Distant, Evaluation, Filtering, Hybrid, Mixing, Pseudo,
+                                       Retrieval, Tfidf, Yields)
 from ecqg.core.settings.checks import nonneg
 from ecqg.core.settings.models import Dpr, Mrc, Qg, TempQG
 from ecqg.core.settings.retrievers import kind_blocks

@@ -10,8 +10,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ecqg.core.train_config import RULE, Rule
-from ecqg.core.train_config import rule as train_rule
+from ecqg.core.train_config import RULE, Rule, rule as train_rule
 
 NESTED = "block"    # field metadata: the Block class of a nested params block
 
